@@ -1,0 +1,8 @@
+// The one place where asyncpipe's Scala version, JVM and dependencies are declared, as scala-cli
+// `//> using` directives. build.mill reads this file; nothing else names a version.
+//> using scala 3.8.4
+//> using jvm 25
+//> using dep com.lihaoyi::mainargs:0.7.8
+//> using dep com.lihaoyi::os-lib:0.11.8
+//> using test.dep org.scalameta::munit:1.2.4
+//> using publish.version 0.1.0

@@ -1,0 +1,41 @@
+package asyncpipe.cli
+
+/** The texts of `asyncpipe --help` and `--version`, built from the verb table and address forms. */
+object Help:
+  val topSynopsis: String = "asyncpipe FROM [TO] | asyncpipe 'A | STAGE | B' | asyncpipe VERB [OPTIONS] [ARGS]"
+
+  /** The address forms (design section 4); the address parser of the pipeline stages owns the rules. */
+  val addressForms: Seq[(String, String)] = Seq(
+    "-" -> "standard input as a source, standard output as a sink",
+    "file:PATH[,append][,follow][,fsync]" -> "a file: read as a source, written (or appended) as a sink",
+    "udp:PORT" -> "receive datagrams on PORT, all interfaces (a source)",
+    "udp:HOST:PORT" -> "receive bound to HOST as a source; send to HOST:PORT as a sink",
+    "tick:DURATION[,count=N]" -> "a timer source: one frame every DURATION"
+  )
+
+  def isHelpFlag(token: String): Boolean = token == "--help" || token == "-h"
+  def isVersionFlag(token: String): Boolean = token == "--version" || token == "-V"
+
+  def version: String = s"asyncpipe ${BuildInfo.version}\n"
+
+  def top(verbs: Seq[Verb]): String =
+    val later = " (not in this version yet)"
+    def table(rows: Seq[(String, String)]): String =
+      val width = rows.map(_._1.length).max
+      rows.map((left, right) => s"  ${left.padTo(width, ' ')}  $right").mkString("\n")
+    s"""asyncpipe ${BuildInfo.version}: shell pipeline stages on a direct-style async library (JDK virtual threads)
+       |
+       |Usage:
+       |  asyncpipe FROM [TO]              copy frames between two addresses${later}
+       |  asyncpipe 'A | STAGE | B'        a whole pipeline in one JVM, as 'asyncpipe run'${later}
+       |  asyncpipe VERB [OPTIONS] [ARGS]  run a verb; 'asyncpipe VERB --help' describes it
+       |  asyncpipe --help | --version
+       |
+       |Verbs:
+       |${table(verbs.map(v => v.name -> (v.summary + (if v.available then "" else later))))}
+       |
+       |Addresses${later}:
+       |${table(addressForms)}
+       |
+       |Exit status: 0 done, 1 runtime error, 2 usage error, 130 SIGINT, 141 downstream closed, 143 SIGTERM.
+       |""".stripMargin

@@ -1,0 +1,71 @@
+package asyncpipe.cli
+
+/** The `asyncpipe` command: dispatches on the first token, renders every error in one place and
+  * maps it to an exit status.
+  */
+object Main:
+  val verbs: Seq[Verb] = Seq(
+    PlannedVerb("mux", "asyncpipe mux [--in ADDR]... [--out ADDR]...", "fan frames in from stdin and --in, out to stdout and --out"),
+    PlannedVerb("run", "asyncpipe run 'A | STAGE | B' | asyncpipe run FILE.pipe", "run a whole pipeline in one JVM, stages joined by channels"),
+    PlannedVerb("every", "asyncpipe every DURATION [OPTIONS] -- CMD [ARGS...]", "run a command on a fixed schedule"),
+    PlannedVerb("retry", "asyncpipe retry [OPTIONS] -- CMD [ARGS...]", "run a command until it succeeds, with backoff"),
+    PlannedVerb("repeat", "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]", "run a command repeatedly until it fails or succeeds"),
+    PlannedVerb("bench", "asyncpipe bench [SUITE...] [--quick] [--json FILE]", "measure the primitives against baselines on this machine")
+  )
+
+  private val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r
+  private val knownSchemes = Set("file", "udp", "tick")
+
+  def main(args: Array[String]): Unit =
+    val io = Io(OwnedOutput.stdout, System.err)
+    Runtime.getRuntime.addShutdownHook(Thread(() => io.out.flushQuietly()))
+    val status = run(args.toSeq, io)
+    System.err.flush()
+    Runtime.getRuntime.halt(status) // hooks already done their part: flushing happened in `run`
+
+  /** Runs one command line and returns its exit status; everything it prints goes through `io`. */
+  def run(args: Seq[String], io: Io): Int =
+    val outcome =
+      try dispatch(args, io).flatMap(status => { io.out.flush(); Right(status) })
+      catch
+        case e: CliError.Failed => Left(e.error)
+        case _: DownstreamGone  => Left(CliError.DownstreamGone)
+    outcome match
+      case Right(status) => status
+      case Left(error) =>
+        val text = error.render
+        if text.nonEmpty then io.err.println(text)
+        error.exitCode
+
+  private def dispatch(args: Seq[String], io: Io): Either[CliError, Int] =
+    args match
+      case Seq() =>
+        Left(CliError.Missing(None, "a verb or an address", Help.topSynopsis))
+      case Seq(flag, _*) if Help.isHelpFlag(flag) || flag == "help" =>
+        io.out.write(Help.top(verbs))
+        Right(ExitCode.Ok)
+      case Seq(flag) if Help.isVersionFlag(flag) =>
+        io.out.write(Help.version)
+        Right(ExitCode.Ok)
+      case Seq(head, rest*) =>
+        verbs.find(_.name == head) match
+          case Some(verb) => verb.run(rest, io)
+          case None       => notAVerb(head, args)
+
+  private def notAVerb(head: String, args: Seq[String]): Either[CliError, Int] =
+    if head.startsWith("-") && head != "-" then
+      Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis))
+    else if head.contains(" | ") then
+      Left(CliError.Runtime("pipeline", s"in-process pipelines are not available in asyncpipe ${BuildInfo.version} yet"))
+    else
+      head match
+        case "-" => addressesNotYet(args)
+        case addressScheme(scheme) if knownSchemes(scheme) => addressesNotYet(args)
+        case addressScheme(scheme) =>
+          val forms = Help.addressForms.map(_._1).mkString(", ")
+          Left(CliError.BadToken(None, head, s"unknown address scheme '$scheme:'", forms))
+        case _ =>
+          Left(CliError.UnknownVerb(head, CliError.suggest(head, verbs.map(_.name))))
+
+  private def addressesNotYet(args: Seq[String]): Either[CliError, Int] =
+    Left(CliError.Runtime(args.mkString(" "), s"address stages are not available in asyncpipe ${BuildInfo.version} yet"))

@@ -1,0 +1,27 @@
+package asyncpipe.cli
+
+/** Standard streams as the tool sees them: data goes to `out`, diagnostics to `err`. */
+final case class Io(out: OwnedOutput, err: java.io.PrintStream)
+
+/** One verb of the command line (`asyncpipe VERB ...`). */
+trait Verb:
+  def name: String
+  /** The forms the verb accepts, one per line, for `--help` and usage errors. */
+  def synopsis: String
+  /** One line for the verb table in `asyncpipe --help`. */
+  def summary: String
+  /** Whether this build can run the verb (the rest are listed so users see what is coming). */
+  def available: Boolean = true
+  def help: String = s"Usage: $synopsis\n\n$summary\n"
+  /** Runs the verb with the arguments after its name; returns the exit status or an error. */
+  def run(args: Seq[String], io: Io): Either[CliError, Int]
+
+/** A verb that a later version brings: it has help, and running it says plainly that it is not here. */
+final class PlannedVerb(val name: String, val synopsis: String, val summary: String) extends Verb:
+  override def available = false
+  override def help = super.help + s"\nNot available in asyncpipe ${BuildInfo.version} yet.\n"
+  def run(args: Seq[String], io: Io) =
+    if args.exists(Help.isHelpFlag) then
+      io.out.write(help)
+      Right(ExitCode.Ok)
+    else Left(CliError.Runtime(name, s"not available in asyncpipe ${BuildInfo.version} yet"))

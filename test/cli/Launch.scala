@@ -1,0 +1,18 @@
+package asyncpipe.cli
+
+/** Runs the built tool as a real process: the assembly jar (ASYNCPIPE_ASSEMBLY, set by build.mill)
+  * on the JDK the tests run on (the build picks JDK 25 for them).
+  */
+object Launch:
+  final case class Outcome(exitCode: Int, out: String, err: String)
+
+  val java: String = os.Path(System.getProperty("java.home")).toString + "/bin/java"
+  def assembly: Option[String] = sys.env.get("ASYNCPIPE_ASSEMBLY").filter(p => os.exists(os.Path(p)))
+
+  def command(args: String*): Seq[String] =
+    val jar = assembly.getOrElse(sys.error("ASYNCPIPE_ASSEMBLY is not set or missing: run the tests through ./mill"))
+    Seq(java, "-cp", jar, "asyncpipe.cli.Main") ++ args
+
+  def apply(args: String*): Outcome =
+    val r = os.proc(command(args*)).call(check = false, stdin = os.Pipe, stderr = os.Pipe)
+    Outcome(r.exitCode, r.out.text(), r.err.text())

@@ -1,0 +1,54 @@
+package asyncpipe.cli
+
+import java.io.{ByteArrayOutputStream, PrintStream}
+import java.nio.channels.Channels
+
+/** The command line in-process: statuses, and which stream each text goes to. */
+class MainTest extends munit.FunSuite:
+  final case class Ran(status: Int, out: String, err: String)
+
+  private def run(args: String*): Ran =
+    val out = ByteArrayOutputStream()
+    val err = ByteArrayOutputStream()
+    val status = Main.run(args, Io(OwnedOutput(Channels.newChannel(out)), PrintStream(err, true, "UTF-8")))
+    Ran(status, out.toString("UTF-8"), err.toString("UTF-8"))
+
+  test("--version prints the version from project.scala"):
+    assertEquals(run("--version"), Ran(0, s"asyncpipe ${BuildInfo.version}\n", ""))
+    assert(BuildInfo.version.matches("""\d+\.\d+\.\d+.*"""), BuildInfo.version)
+
+  test("--help lists every verb and every address form, on stdout"):
+    val r = run("--help")
+    assertEquals((r.status, r.err), (0, ""))
+    for v <- Main.verbs do assert(r.out.contains(s"\n  ${v.name} "), s"verb ${v.name} missing from help")
+    for (form, _) <- Help.addressForms do assert(r.out.contains(form), s"address $form missing from help")
+
+  test("every verb has its own --help"):
+    for v <- Main.verbs do
+      val r = run(v.name, "--help")
+      assertEquals(r.status, 0, v.name)
+      assert(r.out.startsWith(s"Usage: asyncpipe ${v.name}"), r.out)
+
+  test("an unknown verb is a usage error that names it"):
+    val r = run("frobnicate", "x")
+    assertEquals(r.status, ExitCode.Usage)
+    assertEquals(r.out, "")
+    assert(r.err.contains("'frobnicate'"), r.err)
+
+  test("an unknown top-level option is a usage error that names it"):
+    val r = run("--frob")
+    assertEquals(r.status, ExitCode.Usage)
+    assert(r.err.contains("unknown option '--frob'"), r.err)
+
+  test("an unknown address scheme is refused with the forms that exist"):
+    val r = run("tcp:80")
+    assertEquals(r.status, ExitCode.Usage)
+    assert(r.err.contains("'tcp:80'") && r.err.contains("udp:PORT"), r.err)
+
+  test("no arguments at all is a usage error"):
+    assertEquals(run().status, ExitCode.Usage)
+
+  test("a verb this version does not have yet fails at run time and says so"):
+    val r = run("bench")
+    assertEquals(r.status, ExitCode.Runtime)
+    assert(r.err.contains("not available"), r.err)
