@@ -1,0 +1,181 @@
+package asyncpipe.async
+
+import java.util.concurrent.CancellationException
+import java.util.concurrent.atomic.AtomicInteger
+
+/** The capability to wait: a body that holds an `Async` may suspend (park its thread) until a
+  * [[Async.Source]] has a value for it, and may start futures that belong to its scope.
+  *
+  *   - `await(src)` takes one value from `src`, blocking this thread until there is one. It first
+  *     checks cancellation: in a cancelled future it throws `CancellationException` instead of
+  *     waiting (outside `uninterruptible`). An interrupt while waiting is a cancel too.
+  *   - `group` is the completion group that futures started with this `Async` join; when the
+  *     scope ends (`Async.blocking`, `Async.group`, or a future's own body) the group is
+  *     cancelled and then awaited, so no thread outlives the scope that started it.
+  *   - `runtime` starts, parks and interrupts threads ([[Runtime]]).
+  */
+trait Async:
+  def await[T](src: Async.Source[T]): T = Async.awaitWith(this, src)
+  def group: CompletionGroup
+  def runtime: Runtime
+  /** True once the scope or future running with this `Async` has been cancelled. */
+  def isCancelled: Boolean
+  /** The runnable future whose body holds this `Async`, or null at the root of a scope. */
+  private[async] def owner: RunnableFuture[?] | Null
+  /** True inside `uninterruptible`: a cancel waits for the end of the block. */
+  private[async] def cancellationDeferred: Boolean =
+    val o = owner
+    o != null && o.deferringCancel
+
+object Async:
+  /** Something that delivers values to listeners: a future's result, a channel's next element, a
+    * timer's tick. See [[Listener]] for the accept/refuse contract.
+    */
+  trait Source[+T]:
+    /** If a value is ready now, offers it to `k` and returns whether `k` took it; never blocks. */
+    def poll(k: Listener[T]): Boolean
+    /** Registers `k` to be offered values until it takes one; if one is ready, offers it at once. */
+    def onComplete(k: Listener[T]): Unit
+    /** Removes a registration of `k` (or of a listener equal to it); a no-op if there is none. */
+    def dropListener(k: Listener[T]): Unit
+
+    /** The ready value, if any, taken by an accepting listener (on a channel this reads). */
+    def poll(): Option[T] =
+      val k = Taker[T]()
+      if poll(k) then Some(k.value) else None
+
+    /** A source of `f` applied to this one's values; it registers through, consuming nothing itself. */
+    def map[U](f: T => U): Source[U] = MappedSource(this, f)
+
+    /** A source of the values satisfying `p`; a refused value stays with this source for others. */
+    def filter(p: T => Boolean): Source[T] = FilteredSource(this, p)
+
+  /** A source that holds its own listeners (rather than deriving from another source). */
+  trait OriginalSource[+T] extends Source[T]
+
+  /** Runs `body` as the root of a scope on the current thread. On exit, every future and timer
+    * started inside is cancelled, and the block returns only when their threads have ended.
+    */
+  def blocking[T](body: Async ?=> T)(using runtime: Runtime = Runtime.default): T =
+    val scope = BlockingAsync(runtime, CompletionGroup())
+    try body(using scope)
+    finally scope.group.cancelAndAwait()
+
+  /** Runs `body` in a nested scope whose futures are cancelled and awaited when it returns; a
+    * cancel of the enclosing scope reaches them too.
+    */
+  def group[T](body: Async ?=> T)(using outer: Async): T =
+    val inner = CompletionGroup()
+    outer.group.add(inner)
+    val scope = GroupAsync(outer, inner)
+    try body(using scope)
+    finally
+      inner.cancelAndAwait()
+      outer.group.remove(inner)
+
+  def await[T](src: Source[T])(using async: Async): T = async.await(src)
+
+  def current(using async: Async): Async = async
+
+  /** The first value any of `sources` delivers; the other sources keep theirs, and the losing
+    * registrations are dropped as soon as a winner is taken.
+    */
+  def race[T](sources: Source[T]*): Source[T] = RaceSource(sources.toIndexedSeq)
+
+  /** `race` that tells which side won. */
+  def either[A, B](a: Source[A], b: Source[B]): Source[Either[A, B]] = race(a.map(Left(_)), b.map(Right(_)))
+
+  // ---------------------------------------------------------------------------------------------
+  // Waiting
+
+  /** The waiting end of `await`: the listener whose compare-and-set decides every race.
+    * States: 0 waiting, 1 claimed by an offer (value being written), 2 value ready, 3 abandoned.
+    */
+  private final class Waiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger(0) with Listener[T]:
+    var value: T = null.asInstanceOf[T]
+    def apply(v: T): Boolean =
+      if compareAndSet(0, 1) then
+        value = v
+        set(2)
+        runtime.unpark(thread)
+        true
+      else false // taken by another offer, or abandoned by a cancel
+    override def isDone: Boolean = get != 0
+
+  private[async] def awaitWith[T](async: Async, src: Source[T]): T =
+    if async.isCancelled && !async.cancellationDeferred then
+      throw CancellationException("awaiting in a cancelled scope")
+    val waiter = Waiter[T](Thread.currentThread, async.runtime)
+    if !src.poll(waiter) then
+      src.onComplete(waiter)
+      while waiter.get < 2 do
+        if waiter.get == 0 then async.runtime.park(waiter)
+        if waiter.get == 0 && !async.cancellationDeferred && (Thread.interrupted() || async.isCancelled) then
+          if waiter.compareAndSet(0, 3) then // abandoned before any offer: nothing was taken
+            src.dropListener(waiter)
+            throw CancellationException("cancelled while awaiting")
+        // else: an offer claimed the value first; it is ours, wait for it to be written
+        if waiter.get == 1 then Thread.onSpinWait()
+    waiter.value
+
+  /** Accepts whatever is offered: the listener of `poll()`. */
+  private final class Taker[T] extends Listener[T]:
+    var value: T = null.asInstanceOf[T]
+    def apply(v: T): Boolean = { value = v; true }
+
+  // ---------------------------------------------------------------------------------------------
+  // Scopes
+
+  private final class BlockingAsync(val runtime: Runtime, val group: CompletionGroup) extends Async:
+    def isCancelled: Boolean = group.isCancelled
+    private[async] def owner: RunnableFuture[?] | Null = null
+
+  private final class GroupAsync(outer: Async, val group: CompletionGroup) extends Async:
+    def runtime: Runtime = outer.runtime
+    def isCancelled: Boolean = group.isCancelled || outer.isCancelled
+    private[async] def owner: RunnableFuture[?] | Null = outer.owner
+
+  // ---------------------------------------------------------------------------------------------
+  // Derived sources
+
+  private final class MappedSource[T, U](base: Source[T], f: T => U) extends Source[U]:
+    private final class Forward(k: Listener[U]) extends Listener.Forwarder[T, U](k, MappedSource.this):
+      def apply(v: T): Boolean = k(f(v))
+    def poll(k: Listener[U]): Boolean = base.poll(Forward(k))
+    def onComplete(k: Listener[U]): Unit = base.onComplete(Forward(k))
+    def dropListener(k: Listener[U]): Unit = base.dropListener(Forward(k))
+
+  private final class FilteredSource[T](base: Source[T], p: T => Boolean) extends Source[T]:
+    private final class Forward(k: Listener[T]) extends Listener.Forwarder[T, T](k, FilteredSource.this):
+      def apply(v: T): Boolean = p(v) && k(v)
+    def poll(k: Listener[T]): Boolean = base.poll(Forward(k))
+    def onComplete(k: Listener[T]): Unit = base.onComplete(Forward(k))
+    def dropListener(k: Listener[T]): Unit = base.dropListener(Forward(k))
+
+  private final class RaceSource[T](sources: IndexedSeq[Source[T]]) extends Source[T]:
+    /** One per `onComplete`: forwards each source's offer to `k` and, once `k` takes one, drops
+      * the registrations on every other source. Forwarders of the same `k` are equal, so one
+      * `dropListener(Forward(k))` per source finds what was registered there.
+      */
+    private final class Forward(k: Listener[T], @volatile var won: Boolean = false)
+        extends Listener.Forwarder[T, T](k, RaceSource.this):
+      def apply(v: T): Boolean =
+        if won then false
+        else if k(v) then
+          won = true
+          sources.foreach(_.dropListener(this)) // the winning source already forgot us: a no-op there
+          true
+        else false
+      override def isDone: Boolean = won || k.isDone
+
+    def poll(k: Listener[T]): Boolean = sources.exists(_.poll(k))
+
+    def onComplete(k: Listener[T]): Unit =
+      val forward = Forward(k)
+      var i = 0
+      while i < sources.length && !forward.isDone do
+        sources(i).onComplete(forward)
+        if forward.isDone then sources(i).dropListener(forward) // a winner came while registering
+        i += 1
+
+    def dropListener(k: Listener[T]): Unit = sources.foreach(_.dropListener(Forward(k)))

@@ -1,0 +1,54 @@
+package asyncpipe.async
+
+import java.util.concurrent.ConcurrentHashMap
+
+/** Something that can be told to stop: a future, a timer, a group. Cancelling is idempotent and
+  * never blocks; a completed value stands.
+  */
+trait Cancellable:
+  def cancel(): Unit
+
+/** A member whose end can be awaited (a runnable future's thread, a nested group). */
+private[async] trait Ends:
+  /** Blocks until the member has ended, ignoring interrupts (and restoring the flag after). */
+  def awaitEnd(): Unit
+
+/** The members of one scope: futures, timers and nested groups started inside it.
+  *
+  * `cancel()` marks the group cancelled and cancels every member; a member added later is
+  * cancelled as it joins. `cancelAndAwait()` is how a scope ends: cancel, then wait until every
+  * member that runs a thread has ended, so that nothing started inside outlives the scope.
+  */
+final class CompletionGroup extends Cancellable with Ends:
+  private val members = ConcurrentHashMap.newKeySet[Cancellable]()
+  @volatile private var cancelled = false
+
+  def isCancelled: Boolean = cancelled
+
+  /** Members not yet removed (for tests and diagnostics). */
+  def size: Int = members.size
+
+  /** Adds `member`; returns false (and cancels it) if this group is already cancelled. */
+  def add(member: Cancellable): Boolean =
+    members.add(member)
+    if cancelled then // checked after adding: a concurrent cancel either saw the member or is seen here
+      member.cancel()
+      false
+    else true
+
+  def remove(member: Cancellable): Unit = members.remove(member)
+
+  def cancel(): Unit =
+    cancelled = true
+    members.forEach(_.cancel())
+
+  def awaitEnd(): Unit =
+    while !members.isEmpty do
+      members.forEach {
+        case member: Ends => member.awaitEnd(); members.remove(member)
+        case member       => members.remove(member) // timers and the like: cancelling them ended them
+      }
+
+  private[async] def cancelAndAwait(): Unit =
+    cancel()
+    awaitEnd()

@@ -1,0 +1,230 @@
+package asyncpipe.async
+
+import java.util.concurrent.CancellationException
+import java.util.concurrent.atomic.AtomicInteger
+import java.lang.invoke.{MethodHandles, VarHandle}
+import scala.util.{Failure, Success, Try}
+import scala.util.control.NonFatal
+
+/** A value that arrives later: a source of one `Try[T]` that is never consumed, so every listener
+  * and every awaiter sees the same result.
+  *
+  *   - Runnable: `Future { body }` runs `body` on a new thread of the scope's runtime (a virtual
+  *     thread by default) and completes with its result; an exception becomes a `Failure`.
+  *   - Completable: a [[Promise]] is completed by whoever holds it.
+  *   - `cancel()` completes a pending future with `Failure(CancellationException)` at once and
+  *     interrupts a runnable future's thread (deferred inside `uninterruptible`); a completed
+  *     value stands.
+  *   - `result` awaits the `Try`; `value` awaits and rethrows the failure itself.
+  */
+trait Future[+T] extends Async.OriginalSource[Try[T]], Cancellable:
+  def isCompleted: Boolean
+  def result(using Async): Try[T] = Async.await(this)
+  def value(using Async): T = result.get
+  /** A future of `f` applied to this one's value; a failure passes through, and a throwing `f`
+    * fails it. (`map`, inherited from [[Async.Source]], maps the `Try` into a plain source.)
+    */
+  def mapValue[U](f: T => U): Future[U]
+  /** A future of `f` applied to this one's result, `f` choosing success or failure itself. */
+  def transform[U](f: Try[T] => Try[U]): Future[U]
+
+object Future:
+  /** Starts `body` now, on a new thread of the scope's runtime, as a member of the scope. */
+  def apply[T](body: Async ?=> T)(using async: Async): Future[T] =
+    val f = RunnableFuture(body, async)
+    if async.group.add(f) then f.start()
+    f
+
+  /** A future that is already complete. */
+  def now[T](result: Try[T]): Future[T] = CoreFuture[T](result)
+
+  /** The first success of `futures`, or the last failure if every one fails. */
+  def alt[T](futures: Future[T]*): Future[T] = AltFuture(futures, cancelLosers = false)
+
+  /** `alt` that cancels every other future once one succeeds. */
+  def altC[T](futures: Future[T]*): Future[T] = AltFuture(futures, cancelLosers = true)
+
+  extension [T](f1: Future[T])
+    /** Both values, or the first failure (without waiting for the other side). */
+    def zip[U](f2: Future[U]): Future[(T, U)] = ZipFuture(f1, f2)
+    def alt(f2: Future[T]): Future[T] = Future.alt(f1, f2)
+    def altC(f2: Future[T]): Future[T] = Future.altC(f1, f2)
+    /** Prepends this future's value to a future tuple: `f1 *: f2 *: f3.zip(f4)`. */
+    def *:[U <: Tuple](f2: Future[U]): Future[T *: U] =
+      ZipFuture(f1, f2).transform(_.map((t, u) => t *: u))
+
+/** The owner's side of a completable future: `complete` it, hand out `future`. One object is both. */
+class Promise[T] extends CoreFuture[T](null):
+  def future: Future[T] = this
+  /** Sets the result; false if the future was already complete (or cancelled). */
+  def complete(result: Try[T]): Boolean = completeWith(result)
+
+/** A future completed through `completeWith`: the state lives in [[OneShot]]'s single word. */
+private[async] class CoreFuture[T](initial: AnyRef | Null) extends OneShot[Try[T]](initial) with Future[T]:
+  def isCompleted: Boolean = hasValue
+  def cancel(): Unit = completeWith(Failure(CancellationException("future cancelled")))
+  def mapValue[U](f: T => U): Future[U] =
+    val m = MapValueFuture(f)
+    onComplete(m)
+    m
+  def transform[U](f: Try[T] => Try[U]): Future[U] =
+    val m = TransformFuture(f)
+    onComplete(m)
+    m
+
+/** The future of a `mapValue`, and the listener that completes it: one allocation per call. */
+private final class MapValueFuture[T, U](f: T => U) extends CoreFuture[U](null) with Listener[Try[T]]:
+  def apply(t: Try[T]): Boolean =
+    completeWith(t match // a type test, not `Success(v)`: its extractor would allocate an Option
+      case s: Success[T] => try Success(f(s.value)) catch case NonFatal(e) => Failure(e)
+      case failure       => failure.asInstanceOf[Try[U]]
+    )
+    true
+
+private final class TransformFuture[T, U](f: Try[T] => Try[U]) extends CoreFuture[U](null) with Listener[Try[T]]:
+  def apply(t: Try[T]): Boolean =
+    completeWith(try f(t) catch case NonFatal(e) => Failure(e))
+    true
+
+private final class ZipFuture[A, B](fa: Future[A], fb: Future[B]) extends CoreFuture[(A, B)](null):
+  @volatile private var left: Try[A] | Null = null
+  @volatile private var right: Try[B] | Null = null
+  private def settle(): Unit =
+    (left, right) match
+      case (Failure(e), _)                   => completeWith(Failure(e))
+      case (_, Failure(e))                   => completeWith(Failure(e))
+      case (Success(a), Success(b))          => completeWith(Success((a, b)))
+      case _                                 => () // the other side is still pending
+  fa.onComplete(Listener { (t: Try[A]) => left = t; settle(); true })
+  fb.onComplete(Listener { (t: Try[B]) => right = t; settle(); true })
+
+private final class AltFuture[T](futures: Seq[Future[T]], cancelLosers: Boolean)
+    extends CoreFuture[T](null) with Listener[Try[T]]:
+  require(futures.nonEmpty, "alt of no futures: give at least one")
+  private val pending = AtomicInteger(futures.size)
+  def apply(t: Try[T]): Boolean =
+    t match
+      case Success(_) =>
+        if completeWith(t) && cancelLosers then futures.foreach(_.cancel()) // the winner is complete: a no-op
+      case Failure(_) =>
+        if pending.decrementAndGet() == 0 then completeWith(t) // the last failure
+    true
+  futures.foreach(_.onComplete(this))
+
+/** A future that runs its body on a thread of its own, and is the body's `Async`.
+  *
+  * Cancellation state lives in `ctl`: bit CANCEL (cancel requested), bits INTERRUPTING and
+  * INTERRUPTED (an interrupt is being / has been delivered), and above them the depth of nested
+  * `uninterruptible` blocks. A cancel at depth 0 interrupts the thread; at depth > 0 it only sets
+  * CANCEL, and leaving the outermost block throws `CancellationException`.
+  */
+private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
+    extends CoreFuture[T](null) with Runnable with Async with Ends:
+  import RunnableFuture.*
+
+  @volatile private var thread: Thread | Null = null
+  @volatile private var ctl: Int = 0
+  @volatile private var children: CompletionGroup | Null = null
+
+  def runtime: Runtime = parent.runtime
+  def isCancelled: Boolean = (ctl & Cancel) != 0
+  private[async] def owner: RunnableFuture[?] | Null = this
+  private[async] def deferringCancel: Boolean = (ctl >>> DepthShift) > 0
+
+  /** The body's own scope, made when it first starts a future. */
+  def group: CompletionGroup =
+    var g = children
+    if g == null then
+      g = CompletionGroup()
+      children = g
+      if isCancelled then g.cancel() // a cancel that came before the group existed
+    g.nn
+
+  private[async] def start(): Unit =
+    val t = runtime.start(this)
+    if thread == null then thread = t
+
+  def run(): Unit =
+    thread = Thread.currentThread
+    val result: Try[T] =
+      if isCancelled then Failure(CancellationException("cancelled before it started"))
+      else
+        try Success(body(using this))
+        catch case e: Throwable if NonFatal(e) || e.isInstanceOf[InterruptedException] => Failure(e)
+    val g = children
+    if g != null then g.cancelAndAwait() // the body's own futures end with it
+    completeWith(result) // a no-op if cancelled: that value stands
+    parent.group.remove(this)
+
+  override def cancel(): Unit =
+    super.cancel()
+    var done = false
+    while !done do
+      val c = ctl
+      if (c & Cancel) != 0 then return // cancelled before
+      if (c >>> DepthShift) == 0 then
+        if Ctl.compareAndSet(this, c, c | Cancel | Interrupting) then
+          val t = thread
+          if t != null && (t ne Thread.currentThread) then runtime.interrupt(t)
+          setBits(Interrupted)
+          done = true
+      else if Ctl.compareAndSet(this, c, c | Cancel) then done = true // deferred to the end of the block
+      // else: CAS failed (a block began or ended meanwhile), retry
+    val g = children
+    if g != null then g.cancel()
+
+  def awaitEnd(): Unit =
+    val t = thread
+    if t != null && (t ne Thread.currentThread) then
+      var interrupted = false
+      while t.isAlive do
+        try t.join()
+        catch case _: InterruptedException => interrupted = true
+      if interrupted then Thread.currentThread.interrupt()
+
+  /** Runs `block` with cancellation deferred to its end (called on this future's own thread). */
+  private[async] def uninterruptibly[R](block: => R): R =
+    val before = addDepth(+1)
+    if (before & Interrupting) != 0 && (before >>> DepthShift) == 0 then
+      while (ctl & Interrupted) == 0 do Thread.onSpinWait() // let the interrupt land, then clear it
+      Thread.interrupted()
+    var normal = false
+    val r =
+      try
+        val r = block
+        normal = true
+        r
+      finally
+        val after = addDepth(-1)
+        if normal && (after >>> DepthShift) == 1 && (after & Cancel) != 0 then
+          throw CancellationException("cancelled during an uninterruptible block")
+    r
+
+  private def addDepth(delta: Int): Int =
+    var c = ctl
+    while !Ctl.compareAndSet(this, c, c + (delta << DepthShift)) do c = ctl
+    c
+
+  private def setBits(bits: Int): Unit =
+    var c = ctl
+    while !Ctl.compareAndSet(this, c, c | bits) do c = ctl
+
+private[async] object RunnableFuture:
+  final val Cancel = 1
+  final val Interrupting = 2
+  final val Interrupted = 4
+  final val DepthShift = 3
+  private val Ctl: VarHandle =
+    MethodHandles.privateLookupIn(classOf[RunnableFuture[?]], MethodHandles.lookup())
+      .findVarHandle(classOf[RunnableFuture[?]], "ctl", Integer.TYPE)
+
+/** Runs `body` so that a cancel of the enclosing future waits for its end; then, if a cancel
+  * came, throws `CancellationException`. Outside a runnable future it just runs `body`.
+  */
+def uninterruptible[T](body: => T)(using async: Async): T =
+  val owner = async.owner
+  if owner == null then body else owner.uninterruptibly(body)
+
+extension [T](src: Async.Source[T])
+  /** `Async.await(src)`. */
+  def await(using Async): T = Async.await(src)

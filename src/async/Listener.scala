@@ -1,0 +1,32 @@
+package asyncpipe.async
+
+/** A callback that a [[Async.Source]] offers its value to.
+  *
+  * The contract: `apply(v)` either takes the value and returns `true`, or refuses it and returns
+  * `false`, in both cases quickly and without blocking. A source whose values are consumed (a
+  * channel) keeps a refused value for another reader, so a filtering reader never destroys what it
+  * does not want. A listener that has been satisfied or abandoned reports `isDone`, which tells a
+  * source it can forget the registration instead of offering again.
+  *
+  * Exactly-once acceptance in races comes from this contract: racing and mapping listeners only
+  * forward, and the one listener at the end of the chain (the waiting `await`) decides with a
+  * single compare-and-set, so of all concurrent offers exactly one is taken.
+  */
+trait Listener[-T] extends (T => Boolean):
+  /** True once every further offer will be refused. */
+  def isDone: Boolean = false
+
+object Listener:
+  def apply[T](f: T => Boolean): Listener[T] = new Listener[T]:
+    def apply(value: T): Boolean = f(value)
+
+  /** A listener forwarding to `inner` after a transformation; it equals every other forwarder of
+    * the same `inner` and `source`, so `dropListener(k)` on a derived source can find what
+    * `onComplete(k)` registered without keeping a table.
+    */
+  private[async] abstract class Forwarder[-T, U](val inner: Listener[U], val source: AnyRef) extends Listener[T]:
+    override def isDone: Boolean = inner.isDone
+    override def equals(that: Any): Boolean = that match
+      case f: Forwarder[?, ?] => (f.inner eq inner) && (f.source eq source)
+      case _                  => false
+    override def hashCode: Int = System.identityHashCode(inner) * 31 + System.identityHashCode(source)
