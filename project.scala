@@ -5,4 +5,5 @@
 //> using dep com.lihaoyi::mainargs:0.7.8
 //> using dep com.lihaoyi::os-lib:0.11.8
 //> using test.dep org.scalameta::munit:1.2.4
+//> using test.dep com.lihaoyi::ujson:4.4.3
 //> using publish.version 0.1.0

@@ -7,7 +7,7 @@ import mainargs.{ParserForClass, Result}
   */
 object Args:
   def parse[T](verb: String, synopsis: String, parser: ParserForClass[T], args: Seq[String]): Either[CliError, T] =
-    parser.constructRaw(args, allowPositional = true, allowRepeats = false) match
+    parser.constructRaw(args, allowPositional = false, allowRepeats = false) match
       case Result.Success(value) => Right(value)
       case failure: Result.Failure => Left(toError(Some(verb), synopsis, failure))
 

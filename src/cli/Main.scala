@@ -10,7 +10,7 @@ object Main:
     PlannedVerb("every", "asyncpipe every DURATION [OPTIONS] -- CMD [ARGS...]", "run a command on a fixed schedule"),
     PlannedVerb("retry", "asyncpipe retry [OPTIONS] -- CMD [ARGS...]", "run a command until it succeeds, with backoff"),
     PlannedVerb("repeat", "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]", "run a command repeatedly until it fails or succeeds"),
-    PlannedVerb("bench", "asyncpipe bench [SUITE...] [--quick] [--json FILE]", "measure the primitives against baselines on this machine")
+    BenchVerb
   )
 
   private val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r

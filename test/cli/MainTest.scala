@@ -49,6 +49,6 @@ class MainTest extends munit.FunSuite:
     assertEquals(run().status, ExitCode.Usage)
 
   test("a verb this version does not have yet fails at run time and says so"):
-    val r = run("bench")
+    val r = run("mux")
     assertEquals(r.status, ExitCode.Runtime)
     assert(r.err.contains("not available"), r.err)

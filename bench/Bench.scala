@@ -1,0 +1,28 @@
+package asyncpipe.bench
+
+import java.nio.file.Path
+
+/** Runs suites and reports them: a table per suite on `out`, progress on `progress` (a terminal
+  * only), and optionally JSON and an SVG chart.
+  */
+object Bench:
+  def run(
+      suites: Seq[Suite],
+      plan: Plan,
+      out: String => Unit,
+      progress: Option[String => Unit],
+      json: Option[Path],
+      plot: Option[Path]
+  ): Seq[SuiteResult] =
+    val machine = Machine.current
+    out(Report.header(machine))
+    val harness = Harness(plan, progress.getOrElse(_ => ()))
+    val results = suites.map { s =>
+      progress.foreach(_(s"${s.name}: starting"))
+      val r = s.run(harness)
+      out(Report.table(r))
+      r
+    }
+    json.foreach(p => Report.write(p, Report.json(machine, results)))
+    plot.foreach(p => Report.write(p, Report.svg(results)))
+    results

@@ -1,0 +1,74 @@
+package asyncpipe.cli
+
+import asyncpipe.bench.{Bench, Plan, Suites}
+import mainargs.{arg, main, Flag, Leftover, ParserForClass}
+import java.nio.file.Path
+
+@main final case class BenchOptions(
+    @arg(doc = "a smoke run: fewer operations and iterations (for CI)") quick: Flag,
+    @arg(doc = "also write every number as JSON to FILE") json: Option[String] = None,
+    @arg(doc = "also draw the ratios as an SVG bar chart in FILE") plot: Option[String] = None,
+    @arg(doc = "suites to run (default: all)") suites: Leftover[String]
+)
+
+/** `asyncpipe bench`: measures the library's primitives against baselines on this machine. */
+object BenchVerb extends Verb:
+  val name = "bench"
+  val synopsis = "asyncpipe bench [SUITE...] [--quick] [--json FILE] [--plot FILE.svg]"
+  val summary = "measure the primitives against baselines on this machine"
+  private val parser = ParserForClass[BenchOptions]
+
+  override def help: String =
+    val suites = Suites.all.map(s => s"  ${s.name.padTo(8, ' ')}  ${s.description}").mkString("\n")
+    s"""Usage: $synopsis
+       |
+       |Measures each suite's subjects and their baselines in the same run: warm-up, several
+       |iterations, median with min-max, allocation per operation where it matters, and the ratio
+       |subject/baseline (above 1.0x is faster). Tables go to stdout; progress to stderr on a terminal.
+       |
+       |Suites:
+       |$suites
+       |
+       |Options:
+       |  --quick        a smoke run: fewer operations and iterations (for CI)
+       |  --json FILE    also write every number as JSON
+       |  --plot FILE    also draw the ratios as an SVG bar chart
+       |""".stripMargin
+
+  def run(args: Seq[String], io: Io): Either[CliError, Int] =
+    if args.exists(Help.isHelpFlag) then
+      io.out.write(help)
+      return Right(ExitCode.Ok)
+    for
+      options <- Args.parse(name, synopsis, parser, args)
+      suites <- chosen(options.suites.value)
+    yield
+      val progress = Option.when(Terminal.isInteractive)((line: String) => io.err.print(s"\r\u001b[K$line"))
+      Bench.run(
+        suites,
+        if options.quick.value then Plan.Quick else Plan.Full,
+        text => { io.out.write(text); io.out.flush() },
+        progress,
+        options.json.map(Path.of(_)),
+        options.plot.map(Path.of(_))
+      )
+      progress.foreach(_ => io.err.print("\r\u001b[K"))
+      ExitCode.Ok
+
+  private def chosen(names: Seq[String]): Either[CliError, Seq[asyncpipe.bench.Suite]] =
+    if names.isEmpty then Right(Suites.all)
+    else
+      names.foldLeft[Either[CliError, Seq[asyncpipe.bench.Suite]]](Right(Vector.empty)) { (acc, n) =>
+        acc.flatMap { got =>
+          if n.startsWith("-") then Left(CliError.UnknownOption(Some(name), n, synopsis))
+          else
+            Suites.named(n).map(got :+ _).toRight(
+              CliError.BadToken(Some(name), n, "unknown suite", Suites.all.map(_.name).mkString("one of: ", ", ", ""))
+            )
+        }
+      }
+
+/** Facts about the terminal the tool runs on. */
+object Terminal:
+  /** True when a person is probably watching (a console that is a terminal). */
+  def isInteractive: Boolean = Option(System.console()).exists(_.isTerminal)

@@ -1,0 +1,59 @@
+package asyncpipe.bench
+
+import asyncpipe.cli.{Io, Main, OwnedOutput}
+import java.io.{ByteArrayOutputStream, PrintStream}
+import java.nio.channels.Channels
+
+/** `asyncpipe bench --quick` end to end: every suite runs, and its JSON has the documented shape
+  * (numbers present and positive, ratios consistent with their parts). No speed is asserted.
+  */
+class BenchTest extends munit.FunSuite:
+  override val munitTimeout = scala.concurrent.duration.Duration(120, "s")
+
+  test("bench --quick writes JSON and SVG with every suite, in the documented shape"):
+    val dir = os.temp.dir()
+    val out = ByteArrayOutputStream()
+    val status = Main.run(
+      Seq("bench", "--quick", "--json", (dir / "b.json").toString, "--plot", (dir / "b.svg").toString),
+      Io(OwnedOutput(Channels.newChannel(out)), PrintStream(ByteArrayOutputStream()))
+    )
+    assertEquals(status, 0)
+    val text = out.toString("UTF-8")
+    assert(text.startsWith("machine: "), text)
+    for s <- Suites.all do assert(text.contains(s"== ${s.name}"), s"table for ${s.name} missing")
+
+    val json = ujson.read(os.read(dir / "b.json"))
+    for key <- Seq("cpu", "os", "jdk") do assert(json("machine")(key).str.nonEmpty, key)
+    assert(json("machine")("cores").num >= 1)
+    assertEquals(json("suites").arr.map(_("name").str).toSeq, Suites.all.map(_.name))
+    var comparisons = 0
+    for suite <- json("suites").arr; c <- suite("comparisons").arr do
+      comparisons += 1
+      for side <- Seq("subject", "baseline") do
+        val m = c(side)
+        val iterations = m("iterations").arr.map(_.num)
+        assertEquals(iterations.size, Plan.Quick.iterations, m.toString)
+        assert(iterations.forall(_ > 0), m.toString)
+        assert(m("min").num <= m("median").num && m("median").num <= m("max").num, m.toString)
+        assertEquals(m("min").num, iterations.min)
+        assertEquals(m("max").num, iterations.max)
+        if !m("bytesPerOp").isNull then assert(m("bytesPerOp").num >= 0, m.toString)
+      assertEqualsDouble(c("ratio").num, c("subject")("median").num / c("baseline")("median").num, 1e-9)
+    for suite <- json("suites").arr; f <- suite("figures").arr do
+      assert(f("value").num >= 0 && f("unit").str.nonEmpty, f.toString)
+    assert(comparisons >= 4, s"only $comparisons comparisons")
+    val svg = os.read(dir / "b.svg")
+    assert(svg.startsWith("<svg"), svg.take(100))
+    assertEquals("<rect x=".r.findAllIn(svg).size, comparisons)
+
+  test("an unknown suite or option is a usage error that names it"):
+    def run(args: String*) =
+      val err = ByteArrayOutputStream()
+      val status = Main.run(args, Io(OwnedOutput(Channels.newChannel(ByteArrayOutputStream())), PrintStream(err, true, "UTF-8")))
+      (status, err.toString("UTF-8"))
+    val (s1, e1) = run("bench", "channelz")
+    assertEquals(s1, 2)
+    assert(e1.contains("'channelz'") && e1.contains("future"), e1)
+    val (s2, e2) = run("bench", "--jsn", "x")
+    assertEquals(s2, 2)
+    assert(e2.contains("'--jsn'"), e2)
