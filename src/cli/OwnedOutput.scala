@@ -84,12 +84,18 @@ final class OwnedOutput(
   private def idleLoop(): Unit =
     while true do
       while !armed do LockSupport.park(this)
-      var seen = -1L
+      // Flush once a whole idle period passes with no write; parking may return early (a leftover
+      // permit, a spurious wake-up), so the deadline, not the wake-up, decides.
+      var seen = writesNow
+      var deadline = System.nanoTime() + idleFlushNanos
       var idle = false
       while !idle do
-        seen = writesNow
-        LockSupport.parkNanos(this, idleFlushNanos)
-        idle = writesNow == seen
+        LockSupport.parkNanos(this, deadline - System.nanoTime())
+        val now = writesNow
+        if now != seen then
+          seen = now
+          deadline = System.nanoTime() + idleFlushNanos
+        else idle = System.nanoTime() - deadline >= 0
       lock.lock()
       try
         armed = false
