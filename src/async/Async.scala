@@ -138,6 +138,10 @@ object Async:
   // ---------------------------------------------------------------------------------------------
   // Derived sources
 
+  private final val Open = 0
+  private final val Deciding = 1
+  private final val Won = 2
+
   private final class MappedSource[T, U](base: Source[T], f: T => U) extends Source[U]:
     private final class Forward(k: Listener[U]) extends Listener.Forwarder[T, U](k, MappedSource.this):
       def apply(v: T): Boolean = k(f(v))
@@ -156,17 +160,30 @@ object Async:
     /** One per `onComplete`: forwards each source's offer to `k` and, once `k` takes one, drops
       * the registrations on every other source. Forwarders of the same `k` are equal, so one
       * `dropListener(Forward(k))` per source finds what was registered there.
+      *
+      * The race arbitrates itself, whatever `k` does: its word goes Open → Deciding (one offer
+      * at a time asks `k`) → Won, or back to Open if `k` refused. An offer that meets Deciding
+      * waits for the answer, which is quick by the listener contract; nested races take these
+      * words inner before outer, so waiting cannot go round in a circle.
       */
-    private final class Forward(k: Listener[T], @volatile var won: Boolean = false)
-        extends Listener.Forwarder[T, T](k, RaceSource.this):
+    private final class Forward(k: Listener[T]) extends Listener.Forwarder[T, T](k, RaceSource.this):
+      private val state = AtomicInteger(Open)
       def apply(v: T): Boolean =
-        if won then false
-        else if k(v) then
-          won = true
-          sources.foreach(_.dropListener(this)) // the winning source already forgot us: a no-op there
-          true
-        else false
-      override def isDone: Boolean = won || k.isDone
+        while true do
+          state.get match
+            case Won => return false
+            case Open =>
+              if state.compareAndSet(Open, Deciding) then
+                val took =
+                  try k(v)
+                  catch case e: Throwable => { state.set(Open); throw e }
+                state.set(if took then Won else Open)
+                if took then sources.foreach(_.dropListener(this)) // the winner forgot us already
+                return took
+            // else: another offer claimed the word first; look again
+            case _ => Thread.onSpinWait() // Deciding: another offer is asking k right now
+        false
+      override def isDone: Boolean = state.get == Won || k.isDone
 
     def poll(k: Listener[T]): Boolean = sources.exists(_.poll(k))
 

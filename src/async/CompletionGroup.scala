@@ -32,6 +32,7 @@ final class CompletionGroup extends Cancellable with Ends:
   def add(member: Cancellable): Boolean =
     members.add(member)
     if cancelled then // checked after adding: a concurrent cancel either saw the member or is seen here
+      members.remove(member)
       member.cancel()
       false
     else true

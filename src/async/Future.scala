@@ -30,10 +30,7 @@ trait Future[+T] extends Async.OriginalSource[Try[T]], Cancellable:
 
 object Future:
   /** Starts `body` now, on a new thread of the scope's runtime, as a member of the scope. */
-  def apply[T](body: Async ?=> T)(using async: Async): Future[T] =
-    val f = RunnableFuture(body, async)
-    if async.group.add(f) then f.start()
-    f
+  def apply[T](body: Async ?=> T)(using async: Async): Future[T] = RunnableFuture.start(body)
 
   /** A future that is already complete. */
   def now[T](result: Try[T]): Future[T] = CoreFuture[T](result)
@@ -125,20 +122,33 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
   @volatile private var thread: Thread | Null = null
   @volatile private var ctl: Int = 0
   @volatile private var children: CompletionGroup | Null = null
+  private var ended = false // guarded by `synchronized`, with the making of `children`
 
   def runtime: Runtime = parent.runtime
   def isCancelled: Boolean = (ctl & Cancel) != 0
   private[async] def owner: RunnableFuture[?] | Null = this
   private[async] def deferringCancel: Boolean = (ctl >>> DepthShift) > 0
 
-  /** The body's own scope, made when it first starts a future. */
+  /** The body's own scope, made when it first starts a future; once the body has ended, a
+    * cancelled group, so a future started with a leaked `Async` never runs.
+    */
   def group: CompletionGroup =
-    var g = children
-    if g == null then
-      g = CompletionGroup()
-      children = g
-      if isCancelled then g.cancel() // a cancel that came before the group existed
-    g.nn
+    val g = children
+    if g != null then g
+    else
+      synchronized {
+        if children == null then
+          val made = CompletionGroup()
+          if isCancelled || ended then made.cancel() // a cancel or an end that came before the group
+          children = made
+        children.nn
+      }
+
+  /** Marks the body ended and returns its group, if it made one (then cancelled by the caller). */
+  private def end(): CompletionGroup | Null = synchronized {
+    ended = true
+    children
+  }
 
   private[async] def start(): Unit =
     val t = runtime.start(this)
@@ -151,7 +161,7 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
       else
         try Success(body(using this))
         catch case e: Throwable if NonFatal(e) || e.isInstanceOf[InterruptedException] => Failure(e)
-    val g = children
+    val g = end()
     if g != null then g.cancelAndAwait() // the body's own futures end with it
     completeWith(result) // a no-op if cancelled: that value stands
     parent.group.remove(this)
@@ -210,6 +220,12 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
     while !Ctl.compareAndSet(this, c, c | bits) do c = ctl
 
 private[async] object RunnableFuture:
+  /** Starts `body` now as a member of the current scope; never started if the scope is cancelled. */
+  def start[T](body: Async ?=> T)(using async: Async): RunnableFuture[T] =
+    val f = RunnableFuture(body, async)
+    if async.group.add(f) then f.start()
+    f
+
   final val Cancel = 1
   final val Interrupting = 2
   final val Interrupted = 4

@@ -52,20 +52,23 @@ def sleep(millis: Long)(using Async): Unit =
       timer.cancel()
       throw e
 
-/** Runs `body` as a future of the current scope and returns its value, or cancels it and throws
-  * `TimeoutException` if it has not finished within `millis`.
+/** Runs `body` as a future of the current scope and returns its value, or, if it has not finished
+  * within `millis`, cancels it, waits for its thread to end, and throws `TimeoutException`.
   */
 def withTimeout[T](millis: Long)(body: Async ?=> T)(using Async): T =
-  val work = Future(body)
+  val work = RunnableFuture.start(body)
   val timer = Timer(millis)
+  def stop(): Unit =
+    work.cancel()
+    work.awaitEnd() // the body's clean-up finishes before we go on
   try
     Async.await(Async.either(work, timer)) match
       case Left(result) => result.get
       case Right(_) =>
-        work.cancel()
+        stop()
         throw TimeoutException(s"timed out after $millis ms")
   catch
     case e: CancellationException =>
-      work.cancel()
+      stop()
       throw e
   finally timer.cancel()

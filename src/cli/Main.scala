@@ -17,11 +17,15 @@ object Main:
   private val knownSchemes = Set("file", "udp", "tick")
 
   def main(args: Array[String]): Unit =
+    Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
+
+  /** Everything `main` does but exiting: runs `args` on the process's standard streams. */
+  def launch(args: Array[String]): Int =
     val io = Io(OwnedOutput.stdout, System.err)
-    Runtime.getRuntime.addShutdownHook(Thread(() => io.out.flushQuietly()))
+    Runtime.getRuntime.addShutdownHook(Thread(() => io.out.flushQuietly())) // for SIGINT/SIGTERM
     val status = run(args.toSeq, io)
     System.err.flush()
-    Runtime.getRuntime.halt(status) // hooks already done their part: flushing happened in `run`
+    status
 
   /** Runs one command line and returns its exit status; everything it prints goes through `io`. */
   def run(args: Seq[String], io: Io): Int =

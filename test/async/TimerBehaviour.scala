@@ -1,0 +1,183 @@
+package asyncpipe.async
+
+import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue, CountDownLatch, TimeUnit, TimeoutException}
+import java.util.concurrent.atomic.AtomicReference
+import scala.util.Success
+import Support.*
+
+/** Timers, sleep and withTimeout (behaviour 40). Times are checked only as lower bounds;
+  * upper bounds are the generous `Patience` of "does not hang".
+  */
+abstract class TimerBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
+  given Runtime = runtime
+
+  test("awaiting a Timer returns true after its period, and again afterwards"):
+    Async.blocking:
+      val t0 = System.nanoTime()
+      val timer = Timer(200)
+      assertEquals(Async.await(timer), true)
+      val elapsed = millisSince(t0)
+      assert(elapsed >= 190, s"a 200 ms timer rang after $elapsed ms")
+      assertEquals(timer.poll(), Some(true))
+      assertEquals(Async.await(timer), true)
+
+  test("a StartableTimer counts from start(), not from its creation"):
+    Async.blocking:
+      val timer = StartableTimer(150)
+      assertEquals(timer.millis, 150L)
+      Thread.sleep(100) // time passing between creating and starting the timer
+      assertEquals(timer.poll(), None)
+      val t0 = System.nanoTime()
+      timer.start()
+      assertEquals(Async.await(timer), true)
+      val elapsed = millisSince(t0)
+      assert(elapsed >= 140, s"a 150 ms timer rang $elapsed ms after start()")
+
+  test("timers ring in the order of their deadlines"):
+    val millis = Vector[Long](250, 50, 200, 100, 150)
+    val order = ConcurrentLinkedQueue[Long]()
+    val rang = CountDownLatch(millis.size)
+    millis.foreach: m =>
+      Timer(m).onComplete(Listener[Boolean] { _ => order.add(m); rang.countDown(); true })
+    awaitLatch(rang, "every timer to ring")
+    assertEquals(order.toArray.toList.map(_.asInstanceOf[Long]), millis.sorted.toList)
+
+  test("all timers ring on one shared scheduler thread"):
+    val threads = ConcurrentLinkedQueue[Thread]()
+    val rang = CountDownLatch(5)
+    for i <- 1 to 5 do
+      Timer(20L * i).onComplete(Listener[Boolean] { _ => threads.add(Thread.currentThread()); rang.countDown(); true })
+    awaitLatch(rang, "every timer to ring")
+    val distinct = threads.toArray.toSet
+    assertEquals(distinct.size, 1, s"timers rang on $distinct")
+    assert(!distinct.contains(Thread.currentThread()))
+
+  test("cancelling a timer gives false to its current waiters at once, and to later ones"):
+    val threads = Vector.fill(3)(AtomicReference[Thread]())
+    Async.blocking:
+      val timer = Timer(60_000)
+      val waiters = threads.map: ref =>
+        Future:
+          ref.set(Thread.currentThread())
+          Async.await(timer)
+      threads.foreach(ref => eventually("a waiter to start")(ref.get != null))
+      threads.foreach(ref => awaitBlocked(ref.get))
+      timer.cancel()
+      waiters.foreach(w => assertEquals(resultWithin(w, "a waiter of the cancelled timer"), Success(false)))
+      assertEquals(timer.poll(), Some(false))
+      assertEquals(Async.await(timer), false)
+
+  test("cancelling a timer before it starts or after it rang"):
+    Async.blocking:
+      val unstarted = StartableTimer(10)
+      unstarted.cancel()
+      assertEquals(unstarted.poll(), Some(false))
+      assertEquals(Async.await(unstarted), false)
+      val rung = Timer(10)
+      assertEquals(Async.await(rung), true)
+      rung.cancel()
+      assertEquals(rung.poll(), Some(true), "cancel after ringing replaced the value")
+
+  test("a timer raced against a slow future wins"):
+    val effect = CountDownLatch(1)
+    val thread = AtomicReference[Thread]()
+    Async.blocking:
+      val slow = Future:
+        thread.set(Thread.currentThread())
+        Thread.sleep(1000)
+        effect.countDown()
+        1
+      assertEquals(Async.await(Async.either(Timer(100), slow)), Left(true))
+      slow.cancel()
+      join(thread.get, "the cancelled slow future")
+      assertEquals(effect.getCount, 1L)
+
+  // ---------------------------------------------------------------------------------------------
+  // sleep
+
+  test("sleep waits at least its time, in a scope and in a future"):
+    Async.blocking:
+      val t0 = System.nanoTime()
+      sleep(200)
+      val elapsed = millisSince(t0)
+      assert(elapsed >= 190, s"sleep(200) returned after $elapsed ms")
+      val t1 = System.nanoTime()
+      Future(sleep(100)).value
+      val elapsed1 = millisSince(t1)
+      assert(elapsed1 >= 90, s"sleep(100) in a future returned after $elapsed1 ms")
+
+  test("a cancelled sleep ends promptly with CancellationException"):
+    val seen = AtomicReference[Throwable]()
+    val thread = AtomicReference[Thread]()
+    val started = CountDownLatch(1)
+    Async.blocking:
+      val f = Future:
+        thread.set(Thread.currentThread())
+        started.countDown()
+        try sleep(60_000)
+        catch
+          case e: Throwable =>
+            seen.set(e)
+            throw e
+      awaitLatch(started, "the sleeper to start")
+      awaitBlocked(thread.get)
+      f.cancel()
+      join(thread.get, "the cancelled sleeper")
+    assert(seen.get.isInstanceOf[CancellationException], s"a cancelled sleep ended with ${seen.get}")
+
+  // ---------------------------------------------------------------------------------------------
+  // withTimeout
+
+  test("withTimeout returns the value of a body that finishes in time"):
+    Async.blocking:
+      assertEquals(withTimeout(Patience)(1 + 1), 2)
+      assertEquals(Future(withTimeout(Patience) { sleep(10); 3 }).value, 3)
+
+  test("withTimeout passes the body's own exception through"):
+    val e = IllegalStateException("from the body")
+    Async.blocking:
+      val thrown = intercept[IllegalStateException](withTimeout[Int](Patience)(throw e))
+      assert(thrown eq e)
+
+  test("withTimeout fails a slow body with TimeoutException, and the body's side effect never happens"):
+    val effect = CountDownLatch(1)
+    val bodyEnded = CountDownLatch(1)
+    Async.blocking:
+      val t0 = System.nanoTime()
+      intercept[TimeoutException]:
+        withTimeout(250):
+          try
+            Thread.sleep(1000)
+            effect.countDown()
+          finally
+            // 50 ms of clean-up once interrupted: withTimeout must not return before it is done
+            try Thread.sleep(50)
+            catch case _: InterruptedException => ()
+            bodyEnded.countDown()
+      val elapsed = millisSince(t0)
+      assert(elapsed >= 240, s"a 250 ms timeout fired after $elapsed ms")
+      assertEquals(bodyEnded.getCount, 0L, "withTimeout threw while its body was still running")
+      assert(!Thread.currentThread().isInterrupted, "withTimeout left the caller's interrupt flag set")
+      assert(!effect.await(1000, TimeUnit.MILLISECONDS), "the timed-out body's side effect happened")
+
+  test("withTimeout of an awaiting body in a future"):
+    val never = Promise[Int]()
+    Async.blocking:
+      val f = Future(withTimeout(100)(never.future.value))
+      failureOf[TimeoutException](f.result)
+
+  // ---------------------------------------------------------------------------------------------
+  // One scheduler, not one thread per timer
+
+  test("100,000 pending timers do not create 100,000 threads"):
+    Async.blocking:
+      assertEquals(Async.await(Timer(1)), true) // the scheduler is up
+      val before = liveThreadCount()
+      val timers = Array.fill(100_000)(Timer(60_000))
+      val during = liveThreadCount()
+      timers.foreach(_.cancel())
+      assert(during - before < 100, s"$before live threads before, $during with 100,000 timers pending")
+      assert(timers.forall(_.poll() == Some(false)), "a cancelled pending timer does not report false")
+
+class TimerOnVirtualThreads extends TimerBehaviour(Runtime.VirtualThreads)
+class TimerOnPlatformThreads extends TimerBehaviour(Runtime.PlatformThreads)

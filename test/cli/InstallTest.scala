@@ -1,0 +1,65 @@
+package asyncpipe.cli
+
+import scala.concurrent.duration.*
+
+/** install.sh end to end: installs the prebuilt assembly (ASYNCPIPE_ASSEMBLY, set by build.mill)
+  * twice into a temporary PREFIX and ASYNCPIPE_HOME, runs the installed launcher, then uninstalls.
+  * `--jar` keeps install.sh from running Mill, which would wait for the lock held by the Mill that
+  * runs this test. JAVA_HOME is the JDK this test runs on (the build picks one >= 25), so install.sh
+  * never fetches a JDK here. Slow: each install makes a JDK AOT cache in a training run.
+  */
+class InstallTest extends munit.FunSuite:
+  override val munitTimeout: Duration = 10.minutes
+
+  private val root = sys.env.get("ASYNCPIPE_ROOT").map(os.Path(_))
+  private val assembly = sys.env.get("ASYNCPIPE_ASSEMBLY").map(os.Path(_))
+
+  test("install.sh twice into a temporary PREFIX is idempotent, and --uninstall removes it"):
+    assume(root.isDefined && assembly.isDefined, "ASYNCPIPE_ROOT or ASYNCPIPE_ASSEMBLY is not set: run the tests through ./mill")
+    assume(os.isFile(assembly.get), s"ASYNCPIPE_ASSEMBLY=${assembly.get} is not a file: run the tests through ./mill")
+    val tmp = os.temp.dir(prefix = "asyncpipe-install-test")
+    val (prefix, home) = (tmp / "prefix", tmp / "home")
+    val launcher = prefix / "bin" / "asyncpipe"
+    val env = Map(
+      "PREFIX" -> prefix.toString,
+      "ASYNCPIPE_HOME" -> home.toString,
+      "JAVA_HOME" -> System.getProperty("java.home")
+    )
+
+    def installSh(args: String*): Unit =
+      val r = os.proc("bash", root.get / "install.sh", args)
+        .call(cwd = tmp, env = env, stdin = "", stderr = os.Pipe, check = false)
+      assertEquals(r.exitCode, 0, s"install.sh ${args.mkString(" ")} failed:\n${r.err.text()}")
+
+    /** Every file and symlink under tmp, with the bytes of those that must not change (an AOT cache
+      * is retrained by every install, and its bytes vary from one training run to the next).
+      */
+    def installed(): Map[String, Option[Seq[Byte]]] =
+      os.walk(tmp).filter(p => os.isLink(p) || os.isFile(p, followLinks = false)).map { p =>
+        p.relativeTo(tmp).toString -> Option.when(p.ext != "aot" && !os.isLink(p))(os.read.bytes(p).toSeq)
+      }.toMap
+
+    def checkLauncher(when: String): Unit =
+      assert(os.isFile(launcher), s"$when: no launcher at $launcher")
+      val r = os.proc(launcher, "--version").call(stdin = "", stderr = os.Pipe, check = false)
+      assertEquals(r.exitCode, 0, s"$when: asyncpipe --version failed:\n${r.err.text()}")
+      assert(r.out.text().startsWith("asyncpipe "), s"$when: asyncpipe --version printed: ${r.out.text()}")
+      assertEquals(r.err.text(), "", s"$when: asyncpipe --version wrote to stderr")
+
+    try
+      installSh("--jar", assembly.get.toString)
+      checkLauncher("after the first install")
+      val first = installed()
+      assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.jar""")), first.keys)
+      assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.aot""")), first.keys)
+
+      installSh("--jar", assembly.get.toString)
+      checkLauncher("after the second install")
+      val second = installed()
+      assertEquals(second.keySet, first.keySet, "the second install left other files")
+      for (path, bytes) <- first if bytes != second(path) do fail(s"the second install changed $path")
+
+      installSh("--uninstall")
+      assert(!os.exists(launcher), s"--uninstall left $launcher")
+      assert(!os.exists(home), s"--uninstall left ${os.walk(home).mkString(", ")}")
+    finally os.remove.all(tmp)
