@@ -53,8 +53,9 @@ object Async:
   /** A source that holds its own listeners (rather than deriving from another source). */
   trait OriginalSource[+T] extends Source[T]
 
-  /** Runs `body` as the root of a scope on the current thread. On exit, every future and timer
-    * started inside is cancelled, and the block returns only when their threads have ended.
+  /** Runs `body` as the root of a scope on the current thread. On exit, every future started
+    * inside is cancelled, and the block returns only when their threads have ended. (A timer is
+    * not a member of the scope: `sleep` and `withTimeout` cancel theirs; cancel your own.)
     */
   def blocking[T](body: Async ?=> T)(using runtime: Runtime = Runtime.default): T =
     val scope = BlockingAsync(runtime, CompletionGroup())

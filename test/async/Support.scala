@@ -91,24 +91,37 @@ object Support:
   def isVirtual(runtime: Runtime): Boolean = runtime eq Runtime.VirtualThreads
 
 /** Runs each test body on its own daemon thread and fails the test if it has not ended within
-  * `watchdog`: a hung implementation then fails one test instead of hanging the whole run.
+  * `watchdog`: a hung implementation then fails one test instead of hanging the whole run. (munit's
+  * own `munitTimeout` only bounds a body's returned Future, not a body that blocks.)
   */
 trait Watchdog extends munit.FunSuite:
   def watchdog: FiniteDuration = Duration(30, TimeUnit.SECONDS)
-  override def munitTimeout: Duration = watchdog
   override def munitTestTransforms: List[TestTransform] =
     super.munitTestTransforms :+ new TestTransform(
       "watchdog",
       test =>
         test.withBody { () =>
           val done = scala.concurrent.Promise[Any]()
-          Thread.ofPlatform().daemon().name(s"test: ${test.name}").start { () =>
+          val runner = Thread.ofPlatform().daemon().name(s"test: ${test.name}").start { () =>
             try done.completeWith(test.body())
-            catch case e: Throwable => done.failure(e)
+            catch case e: Throwable => done.tryFailure(e)
           }
+          Watchdog.timer.schedule(
+            (() => {
+              if done.tryFailure(java.util.concurrent.TimeoutException(
+                  s"test still running after $watchdog (hung?); its thread:\n  ${runner.getStackTrace.mkString("\n  ")}"))
+              then runner.interrupt()
+            }): Runnable,
+            watchdog.toMillis,
+            TimeUnit.MILLISECONDS
+          )
           done.future
         }
     )
+
+object Watchdog:
+  private[async] val timer = java.util.concurrent.Executors.newSingleThreadScheduledExecutor(r =>
+    Thread.ofPlatform().daemon().name("test-watchdog").unstarted(r))
 
 /** A source written against the public `Async.Source` contract only, so that a test can observe
   * what the library does with listeners: how many are registered right now, how many were ever
