@@ -164,15 +164,19 @@ object Async:
       *
       * The race arbitrates itself, whatever `k` does: its word goes Open → Deciding (one offer
       * at a time asks `k`) → Won, or back to Open if `k` refused. An offer that meets Deciding
-      * waits for the answer, which is quick by the listener contract; nested races take these
-      * words inner before outer, so waiting cannot go round in a circle.
+      * is refused at once if `k` is already done (the usual case: the awaiting thread took the
+      * value and was woken while the winner is still on its way out of `k`), and otherwise waits
+      * for the answer, which is quick by the listener contract; nested races take these words
+      * inner before outer, so waiting cannot go round in a circle.
       */
     private final class Forward(k: Listener[T]) extends Listener.Forwarder[T, T](k, RaceSource.this):
       private val state = AtomicInteger(Open)
       def apply(v: T): Boolean =
+        var spins = 0
         while true do
           state.get match
             case Won => return false
+            case _ if k.isDone => return false // satisfied or abandoned below us: no need to wait
             case Open =>
               if state.compareAndSet(Open, Deciding) then
                 val took =
@@ -182,7 +186,9 @@ object Async:
                 if took then sources.foreach(_.dropListener(this)) // the winner forgot us already
                 return took
             // else: another offer claimed the word first; look again
-            case _ => Thread.onSpinWait() // Deciding: another offer is asking k right now
+            case _ => // Deciding: another offer is asking k right now; its answer is quick
+              spins += 1
+              if spins % 64 == 0 then Thread.`yield`() else Thread.onSpinWait()
         false
       override def isDone: Boolean = state.get == Won || k.isDone
 
