@@ -107,16 +107,22 @@ object Async:
     if async.isCancelled && !async.cancellationDeferred then
       throw CancellationException("awaiting in a cancelled scope")
     val waiter = Waiter[T](Thread.currentThread, async.runtime)
+    var heldInterrupt = false // an interrupt that came inside `uninterruptible`: restored on return
     if !src.poll(waiter) then
       src.onComplete(waiter)
       while waiter.get < 2 do
         if waiter.get == 0 then async.runtime.park(waiter)
-        if waiter.get == 0 && !async.cancellationDeferred && (Thread.interrupted() || async.isCancelled) then
-          if waiter.compareAndSet(0, 3) then // abandoned before any offer: nothing was taken
-            src.dropListener(waiter)
-            throw CancellationException("cancelled while awaiting")
+        if waiter.get == 0 then
+          if async.cancellationDeferred then
+            // park returns at once while the flag is set: hold it until we return
+            if Thread.interrupted() then heldInterrupt = true
+          else if Thread.interrupted() || async.isCancelled then
+            if waiter.compareAndSet(0, 3) then // abandoned before any offer: nothing was taken
+              src.dropListener(waiter)
+              throw CancellationException("cancelled while awaiting")
         // else: an offer claimed the value first; it is ours, wait for it to be written
         if waiter.get == 1 then Thread.onSpinWait()
+    if heldInterrupt then Thread.currentThread.interrupt()
     waiter.value
 
   /** Accepts whatever is offered: the listener of `poll()`. */
