@@ -208,30 +208,6 @@ abstract class FutureBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdo
       release.countDown()
     assertEquals(ended.getCount, 0L, "the scope ended before the cancelled body")
 
-  /** Starts a future blocked in `blockingCall`, cancels it, and checks that its thread ends
-    * promptly (well before the scope's exit would cancel it anyway), with the exception that
-    * `blockingCall` throws when interrupted or cancelled.
-    */
-  private def checkCancelEndsBlockedBody(expected: Class[?])(blockingCall: Async ?=> Any)(using Location): Unit =
-    val started = CountDownLatch(1)
-    val seen = AtomicReference[Throwable]()
-    val thread = AtomicReference[Thread]()
-    Async.blocking:
-      val f = Future:
-        thread.set(Thread.currentThread())
-        started.countDown()
-        try blockingCall
-        catch
-          case e: Throwable =>
-            seen.set(e)
-            throw e
-      awaitLatch(started, "the body to start")
-      awaitBlocked(thread.get)
-      f.cancel()
-      join(thread.get, "the cancelled body")
-      assertCancelledNow(f)
-    assert(expected.isInstance(seen.get), s"the blocked call ended with ${seen.get}, expected a ${expected.getSimpleName}")
-
   test("cancel interrupts a body blocked in Thread.sleep promptly"):
     checkCancelEndsBlockedBody(classOf[InterruptedException]):
       Thread.sleep(60_000)

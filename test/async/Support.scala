@@ -3,6 +3,7 @@ package asyncpipe.async
 import java.lang.management.ManagementFactory
 import java.nio.file.Files
 import java.util.concurrent.{CancellationException, CountDownLatch, TimeUnit}
+import java.util.concurrent.atomic.AtomicReference
 import scala.collection.mutable
 import scala.concurrent.duration.{Duration, FiniteDuration}
 import scala.reflect.ClassTag
@@ -61,6 +62,30 @@ object Support:
     f.onComplete(Listener[Try[T]] { _ => done.countDown(); true })
     awaitLatch(done, what)
     f.poll().getOrElse(Assertions.fail(s"$what: a listener fired but poll() gives nothing"))
+
+  /** Starts a future blocked in `blockingCall`, cancels it, and checks that its thread ends
+    * promptly (well before the scope's exit would cancel it anyway), with the exception that
+    * `blockingCall` throws when interrupted or cancelled.
+    */
+  def checkCancelEndsBlockedBody(expected: Class[?])(blockingCall: Async ?=> Any)(using Runtime, Location): Unit =
+    val started = CountDownLatch(1)
+    val seen = AtomicReference[Throwable]()
+    val thread = AtomicReference[Thread]()
+    Async.blocking:
+      val f = Future:
+        thread.set(Thread.currentThread())
+        started.countDown()
+        try blockingCall
+        catch
+          case e: Throwable =>
+            seen.set(e)
+            throw e
+      awaitLatch(started, "the body to start")
+      awaitBlocked(thread.get)
+      f.cancel()
+      join(thread.get, "the cancelled body")
+      assertCancelledNow(f)
+    Assertions.assert(expected.isInstance(seen.get), s"the blocked call ended with ${seen.get}, expected a ${expected.getSimpleName}")
 
   /** A listener that records every value it is called with and accepts it, or not. */
   final class Recorder[T](accept: T => Boolean = (_: T) => true) extends Listener[T]:

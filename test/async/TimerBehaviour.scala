@@ -107,23 +107,8 @@ abstract class TimerBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog
       assert(elapsed1 >= 90, s"sleep(100) in a future returned after $elapsed1 ms")
 
   test("a cancelled sleep ends promptly with CancellationException"):
-    val seen = AtomicReference[Throwable]()
-    val thread = AtomicReference[Thread]()
-    val started = CountDownLatch(1)
-    Async.blocking:
-      val f = Future:
-        thread.set(Thread.currentThread())
-        started.countDown()
-        try sleep(60_000)
-        catch
-          case e: Throwable =>
-            seen.set(e)
-            throw e
-      awaitLatch(started, "the sleeper to start")
-      awaitBlocked(thread.get)
-      f.cancel()
-      join(thread.get, "the cancelled sleeper")
-    assert(seen.get.isInstanceOf[CancellationException], s"a cancelled sleep ended with ${seen.get}")
+    checkCancelEndsBlockedBody(classOf[CancellationException]):
+      sleep(60_000)
 
   // ---------------------------------------------------------------------------------------------
   // withTimeout
