@@ -36,9 +36,6 @@ object BenchVerb extends Verb:
        |""".stripMargin
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =
-    if args.exists(Help.isHelpFlag) then
-      io.out.write(help)
-      return Right(ExitCode.Ok)
     for
       options <- Args.parse(name, synopsis, parser, args)
       suites <- chosen(options.suites.value)

@@ -13,6 +13,12 @@ object Help:
     "tick:DURATION[,count=N]" -> "a timer source: one frame every DURATION"
   )
 
+  /** The schemes of the address forms above (`file`, `udp`, `tick`). */
+  val addressSchemes: Set[String] = addressForms.map(_._1).collect { case f if f.contains(':') => f.takeWhile(_ != ':') }.toSet
+
+  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command). */
+  def asksForHelp(args: Seq[String]): Boolean = args.takeWhile(_ != "--").exists(isHelpFlag)
+
   def isHelpFlag(token: String): Boolean = token == "--help" || token == "-h"
   def isVersionFlag(token: String): Boolean = token == "--version" || token == "-V"
 

@@ -14,7 +14,6 @@ object Main:
   )
 
   private val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r
-  private val knownSchemes = Set("file", "udp", "tick")
 
   def main(args: Array[String]): Unit =
     Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
@@ -53,6 +52,9 @@ object Main:
         Right(ExitCode.Ok)
       case Seq(head, rest*) =>
         verbs.find(_.name == head) match
+          case Some(verb) if Help.asksForHelp(rest) =>
+            io.out.write(verb.help)
+            Right(ExitCode.Ok)
           case Some(verb) => verb.run(rest, io)
           case None       => notAVerb(head, args)
 
@@ -64,7 +66,7 @@ object Main:
     else
       head match
         case "-" => addressesNotYet(args)
-        case addressScheme(scheme) if knownSchemes(scheme) => addressesNotYet(args)
+        case addressScheme(scheme) if Help.addressSchemes(scheme) => addressesNotYet(args)
         case addressScheme(scheme) =>
           val forms = Help.addressForms.map(_._1).mkString(", ")
           Left(CliError.BadToken(None, head, s"unknown address scheme '$scheme:'", forms))

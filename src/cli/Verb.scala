@@ -13,7 +13,9 @@ trait Verb:
   /** Whether this build can run the verb (the rest are listed so users see what is coming). */
   def available: Boolean = true
   def help: String = s"Usage: $synopsis\n\n$summary\n"
-  /** Runs the verb with the arguments after its name; returns the exit status or an error. */
+  /** Runs the verb with the arguments after its name (`--help` among them is handled by `Main`);
+    * returns the exit status or an error.
+    */
   def run(args: Seq[String], io: Io): Either[CliError, Int]
 
 /** A verb that a later version brings: it has help, and running it says plainly that it is not here. */
@@ -21,7 +23,4 @@ final class PlannedVerb(val name: String, val synopsis: String, val summary: Str
   override def available = false
   override def help = super.help + s"\nNot available in asyncpipe ${BuildInfo.version} yet.\n"
   def run(args: Seq[String], io: Io) =
-    if args.exists(Help.isHelpFlag) then
-      io.out.write(help)
-      Right(ExitCode.Ok)
-    else Left(CliError.Runtime(name, s"not available in asyncpipe ${BuildInfo.version} yet"))
+    Left(CliError.Runtime(name, s"not available in asyncpipe ${BuildInfo.version} yet"))

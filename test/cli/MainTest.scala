@@ -29,6 +29,11 @@ class MainTest extends munit.FunSuite:
       assertEquals(r.status, 0, v.name)
       assert(r.out.startsWith(s"Usage: asyncpipe ${v.name}"), r.out)
 
+  test("--help after -- belongs to the command, not to asyncpipe"):
+    assert(Help.asksForHelp(Seq("1s", "--help")))
+    assert(!Help.asksForHelp(Seq("1s", "--", "grep", "--help")))
+    assertEquals(Help.addressSchemes, Set("file", "udp", "tick"))
+
   test("an unknown verb is a usage error that names it"):
     val r = run("frobnicate", "x")
     assertEquals(r.status, ExitCode.Usage)
