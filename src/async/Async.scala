@@ -149,6 +149,38 @@ object Async:
   private final val Deciding = 1
   private final val Won = 2
 
+  /** A forwarder to `k` that lets at most one offer through to acceptance, whatever `k` does
+    * (an accept-all callback included): its word goes Open → Deciding (one offer at a time asks
+    * `k`) → Won, or back to Open if `k` refused. An offer that meets Deciding is refused at once
+    * if `k` is already done (the usual case: the awaiting thread took the value and was woken
+    * while the winner is still on its way out of `k`), and otherwise waits for the answer, which
+    * is quick by the listener contract; nested races take these words inner before outer, so
+    * waiting cannot go round in a circle. `won()` runs once, in the accepting offer.
+    */
+  private[async] abstract class OnceForwarder[T](k: Listener[T], source: AnyRef) extends Listener.Forwarder[T, T](k, source):
+    private val state = AtomicInteger(Open)
+    protected def won(): Unit = ()
+    def apply(v: T): Boolean =
+      var spins = 0
+      while true do
+        state.get match
+          case Won => return false
+          case _ if k.isDone => return false // satisfied or abandoned below us: no need to wait
+          case Open =>
+            if state.compareAndSet(Open, Deciding) then
+              val took =
+                try k(v)
+                catch case e: Throwable => { state.set(Open); throw e }
+              state.set(if took then Won else Open)
+              if took then won()
+              return took
+          // else: another offer claimed the word first; look again
+          case _ => // Deciding: another offer is asking k right now; its answer is quick
+            spins += 1
+            if spins % 64 == 0 then Thread.`yield`() else Thread.onSpinWait()
+      false
+    override def isDone: Boolean = state.get == Won || k.isDone
+
   private final class MappedSource[T, U](base: Source[T], f: T => U) extends Source[U]:
     private final class Forward(k: Listener[U]) extends Listener.Forwarder[T, U](k, MappedSource.this):
       def apply(v: T): Boolean = k(f(v))
@@ -167,36 +199,9 @@ object Async:
     /** One per `onComplete`: forwards each source's offer to `k` and, once `k` takes one, drops
       * the registrations on every other source. Forwarders of the same `k` are equal, so one
       * `dropListener(Forward(k))` per source finds what was registered there.
-      *
-      * The race arbitrates itself, whatever `k` does: its word goes Open → Deciding (one offer
-      * at a time asks `k`) → Won, or back to Open if `k` refused. An offer that meets Deciding
-      * is refused at once if `k` is already done (the usual case: the awaiting thread took the
-      * value and was woken while the winner is still on its way out of `k`), and otherwise waits
-      * for the answer, which is quick by the listener contract; nested races take these words
-      * inner before outer, so waiting cannot go round in a circle.
       */
-    private final class Forward(k: Listener[T]) extends Listener.Forwarder[T, T](k, RaceSource.this):
-      private val state = AtomicInteger(Open)
-      def apply(v: T): Boolean =
-        var spins = 0
-        while true do
-          state.get match
-            case Won => return false
-            case _ if k.isDone => return false // satisfied or abandoned below us: no need to wait
-            case Open =>
-              if state.compareAndSet(Open, Deciding) then
-                val took =
-                  try k(v)
-                  catch case e: Throwable => { state.set(Open); throw e }
-                state.set(if took then Won else Open)
-                if took then sources.foreach(_.dropListener(this)) // the winner forgot us already
-                return took
-            // else: another offer claimed the word first; look again
-            case _ => // Deciding: another offer is asking k right now; its answer is quick
-              spins += 1
-              if spins % 64 == 0 then Thread.`yield`() else Thread.onSpinWait()
-        false
-      override def isDone: Boolean = state.get == Won || k.isDone
+    private final class Forward(k: Listener[T]) extends OnceForwarder[T](k, RaceSource.this):
+      override protected def won(): Unit = sources.foreach(_.dropListener(this)) // the winner forgot us already
 
     def poll(k: Listener[T]): Boolean = sources.exists(_.poll(k))
 

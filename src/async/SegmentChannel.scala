@@ -1,0 +1,924 @@
+package asyncpipe.async
+
+import java.lang.invoke.{MethodHandles, VarHandle}
+import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
+import java.util.concurrent.atomic.{AtomicInteger, AtomicReferenceArray}
+import java.util.concurrent.locks.LockSupport
+import scala.util.{Failure, Success, Try}
+
+/* =================================================================================================
+ * The channel algorithm: one implementation for rendezvous, buffered and unbounded channels.
+ *
+ * Provenance: N. Koval, D. Alistarh, R. Elizarov, "Fast and Scalable Channels in Kotlin
+ * Coroutines" (PPoPP 2023; ../shared/seeds/fast-scalable-channels-paper.txt). jox's Channel.java
+ * and kotlinx.coroutines' BufferedChannel.kt were read to understand the algorithm; this code is
+ * written from the paper.
+ *
+ * The idea in one paragraph: an infinite array of cells, allocated lazily as a linked list of
+ * segments of `SegmentSize` cells. A sender takes the next index with Fetch-And-Add on S, a
+ * reader with FAA on R; sender `s` and reader `r == s` meet in cell `s`, and whoever comes first
+ * leaves its value or its parked thread there for the other (a CAS on the cell decides). A third
+ * counter B ("buffer end") makes cells below it buffer cells, where a sender deposits its value
+ * and leaves without waiting; each completed read moves B on by one (`expandBuffer`), so the
+ * buffer holds `capacity` cells. Rendezvous: B never moves from 0. Unbounded: B is infinite.
+ *
+ * Deviations from the paper (and where it differs from the two implementations read):
+ *  1. Threads block instead of suspending: a waiter is a [[Waiter]] (thread + payload + a word
+ *     decided by CAS), parked with the runtime's park. A rendezvous waiter spins briefly first.
+ *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
+ *     rides in its Waiter), as jox does, rather than in a parallel array.
+ *  3. Cancellation is a future's cancel or a thread interrupt (also inside `read`/`send` of a
+ *     cancelled scope); the waiter CASes its own word to INTERRUPTED and then writes its cell's
+ *     interrupted state. A cancel inside `uninterruptible` is held until the operation completes.
+ *  4. `close()` is the paper's close with "drain" semantics (Go's and jox's `done`): it sets the
+ *     closed bit in S, closes the segment chain (no new segments) and closes every cell at or
+ *     above the last sender's index in reverse order. Cells below it are untouched, so buffered
+ *     values and the values of senders blocked at the close are still read. There is no
+ *     discarding close (cancel/error) yet. See doc/adr/0006.
+ *  5. Listener reads (`canRead` as an `Async.Source`), which neither the paper nor jox have in
+ *     this form. A listener may refuse a value (a filter, a race lost elsewhere), so a listener
+ *     read never owns a cell by FAA: it RESERVES the head cell `R` (CAS the cell to a [[Reserved]]
+ *     that remembers the old state), offers the value, and then either commits (cell TAKEN,
+ *     `CAS R r -> r+1`, whoever moves R past the cell runs `expandBuffer`) or restores the cell.
+ *     Parties that meet a reserved cell spin: the reservation ends within one listener call.
+ *     Listeners waiting for a value (`onComplete`) sit in a per-channel queue, not in cells, and
+ *     are offered the head whenever it may have changed: a value deposited, a sender parked or
+ *     withdrawn, a value taken, a close. With no registered listener that costs one volatile
+ *     read. See doc/adr/0005.
+ *  6. `trySend` with registered listeners on a channel where it would wait deposits a trial
+ *     Waiter, lets the listeners look at it, and withdraws it if none took it; without
+ *     listeners it poisons its cell (INTERRUPTED_SEND) like jox's trySend. `tryRead` is a
+ *     listener read with an accept-all listener.
+ *  7. Segment reclamation follows jox: one int per segment counts pointers (how many of the
+ *     three segment references point at it), cells not yet processed by `expandBuffer` (buffered
+ *     channels only) and cells not interrupted; at zero the segment is unlinked, so cancelled
+ *     waiters leave memory flat. After a successful operation a segment forgets its `prev`.
+ *  8. `null` is a legal value: it is stored as the marker NullValue.
+ * ============================================================================================== */
+private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
+  import SegmentChannel.*
+
+  require(capacity >= Unbounded, s"capacity must be -1 (unbounded), 0 (rendezvous) or positive, got $capacity")
+
+  private def isRendezvous = capacity == 0
+  private def isBuffered = capacity > 0 // buffered with a finite buffer: the only kind that moves B
+
+  // ---------------------------------------------------------------------------------------------
+  // State. Every field below is read and written through its VarHandle or as a volatile.
+
+  /** S: the number of send attempts so far (low 62 bits) and the closed bit (bit 62). */
+  @volatile private var sendersAndClosed: Long = 0L
+  /** R: the number of FAA reads so far, plus heads committed by listener reads. */
+  @volatile private var receivers: Long = 0L
+  /** B: cells below it are buffer cells. 0 and never moved for rendezvous; unused for unbounded. */
+  @volatile private var bufferEnd: Long = if isBuffered then capacity.toLong else 0L
+  /** The index of the first cell no sender will ever reach; Long.MaxValue while open. */
+  @volatile private var closedAt: Long = Long.MaxValue
+
+  private val firstSegment = Segment(0, null, if isBuffered then 3 else 2, isBuffered)
+  @volatile private var sendSegment: Segment = firstSegment
+  @volatile private var receiveSegment: Segment = firstSegment
+  @volatile private var bufferEndSegment: Segment = if isBuffered then firstSegment else NoSegment
+
+  /** Listeners waiting for a value (`canRead.onComplete`), each wrapped in a [[Registration]]. */
+  private val listeners = ConcurrentLinkedQueue[Registration[T]]()
+
+  markInitialBufferProcessed()
+
+  private def markInitialBufferProcessed(): Unit =
+    if isBuffered then
+      var seg = firstSegment
+      var left = capacity.toLong
+      while left > 0 do
+        val n = math.min(left, SegmentSize.toLong).toInt
+        seg.markProcessed(n)
+        left -= n
+        if left > 0 then seg = findSegment(seg, seg.id + 1).nn
+
+  // =============================================================================================
+  // Sending
+
+  def send(x: T)(using async: Async): Unit =
+    if async.isCancelled && !async.cancellationDeferred then
+      throw CancellationException("send in a cancelled scope")
+    if doSend(encode(x), async) == Closed then throw ChannelClosedException()
+
+  def trySend(x: T): Boolean =
+    doSend(encode(x), null) match
+      case Closed  => throw ChannelClosedException()
+      case NotSent => false
+      case _       => true
+
+  /** The send loop: take an index with FAA, find its segment, and try the cell; on FAILED (the
+    * cell was poisoned or its reader gone) start again with a new index. `async == null` is
+    * trySend: never park.
+    */
+  private def doSend(v: AnyRef, async: Async | Null): Marker =
+    while true do
+      if async == null then // trySend: answer cheaply before spending an index
+        if isClosed then return Closed
+        if wouldWait() && listeners.isEmpty then return NotSent
+      var seg = sendSegment
+      val scf = SendersAndClosed.getAndAdd(this, 1L): Long
+      if isClosedWord(scf) then return Closed // the send started after close
+      val s = scf & CounterMask
+      val id = s / SegmentSize
+      val i = (s % SegmentSize).toInt
+      var skip = false
+      if seg.id != id then
+        val found = findAndMoveForward(SendSegment, seg, id)
+        if found == null then return Closed // the chain was closed: s is beyond the last cell
+        seg = found
+        if seg.id != id then
+          // the segment of s was removed (all its cells interrupted): jump S over it and retry
+          SendersAndClosed.compareAndSet(this, scf + 1, seg.id * SegmentSize)
+          skip = true
+      if !skip then
+        updateCellSend(seg, i, s, v, async) match
+          case Failed => seg.cleanPrev() // poisoned or abandoned cell: retry with a new index
+          case Closed => return Closed
+          case NotSent => return NotSent
+          case r =>
+            if r == Resumed then seg.cleanPrev()
+            return r
+    throw IllegalStateException("unreachable")
+
+  /** Whether a send taking the next index now would have to wait (no reader, no buffer room). */
+  private def wouldWait(): Boolean =
+    val s = sendersAndClosed & CounterMask
+    capacity != Unbounded && s >= bufferEnd && s >= receivers
+
+  /** One cell, from the sender's side. Returns Buffered, Resumed, Awaited, Failed, Closed or
+    * NotSent (trySend only).
+    */
+  private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Marker =
+    while true do
+      val state = seg.cell(i)
+      if state == null then
+        if capacity != Unbounded && s >= bufferEnd && s >= receivers then
+          // no reader has this index and it is not a buffer cell: wait (or give up, for trySend)
+          if async == null && listeners.isEmpty then
+            if seg.cas(i, null, INTERRUPTED_SEND) then
+              seg.cellInterruptedSender()
+              return NotSent
+            // else: CAS unsuccessful, repeat
+          else
+            val w = Waiter(Thread.currentThread, v, if async == null then null else async.runtime)
+            if seg.cas(i, null, w) then
+              notifyListeners() // a listener read may take the value from the waiter
+              return if async == null then withdrawTrial(w, seg, i) else w.awaitSend(seg, i, async, this)
+            // else: CAS unsuccessful, repeat
+        else
+          // a reader has taken this index (it will find the value), or this is a buffer cell:
+          // deposit the value and go (elimination)
+          if seg.cas(i, null, v) then
+            notifyListeners()
+            return Buffered
+          // else: CAS unsuccessful, repeat
+      else if state eq IN_BUFFER then
+        // expandBuffer made this a buffer cell before we arrived
+        if seg.cas(i, IN_BUFFER, v) then
+          notifyListeners()
+          return Buffered
+        // else: CAS unsuccessful, repeat
+      else state match
+        case w: Waiter => // a reader is parked here
+          if w.tryResume(v) then
+            seg.setCell(i, DONE)
+            return Resumed
+          else return Failed // it was interrupted (it writes INTERRUPTED_RECEIVE) or closed
+        case _ =>
+          if (state eq INTERRUPTED_RECEIVE) || (state eq BROKEN) then return Failed
+          else if state eq CLOSED then return Closed
+          else illegal("send", state, seg, i)
+    throw IllegalStateException("unreachable")
+
+  /** trySend with listeners registered: our trial waiter has been offered to them; withdraw it
+    * unless one took it.
+    */
+  private def withdrawTrial(w: Waiter, seg: Segment, i: Int): Marker =
+    while true do
+      val d = w.data
+      if d eq RESUMED then return Resumed
+      else if d == null then
+        if w.tryCancel() then
+          seg.setCell(i, INTERRUPTED_SEND)
+          seg.cellInterruptedSender()
+          notifyListeners() // the head may now be skippable
+          return NotSent
+        // else: claimed or resumed meanwhile, look again
+      else Thread.onSpinWait() // CLAIMED: a listener is deciding
+    throw IllegalStateException("unreachable")
+
+  // =============================================================================================
+  // Reading (FAA readers: read() and readOrClosed())
+
+  def read()(using Async): Try[T] =
+    val v = readOrClosed()
+    if v.asInstanceOf[AnyRef] eq ChannelClosed then Failure(ChannelClosedException())
+    else Success(v.asInstanceOf[T])
+
+  def readOrClosed()(using async: Async): T | ChannelClosed =
+    if async.isCancelled && !async.cancellationDeferred then
+      throw CancellationException("read in a cancelled scope")
+    val v = doReceive(async)
+    if v eq Closed then ChannelClosed else decode[T](v)
+
+  private def doReceive(async: Async): AnyRef =
+    while true do
+      var seg = receiveSegment
+      val r = Receivers.getAndAdd(this, 1L): Long
+      val id = r / SegmentSize
+      val i = (r % SegmentSize).toInt
+      var skip = false
+      if seg.id != id then
+        val found = findAndMoveForward(ReceiveSegment, seg, id)
+        if found == null then return Closed // beyond the closed chain
+        seg = found
+        if seg.id != id then
+          Receivers.compareAndSet(this, r + 1, seg.id * SegmentSize) // skip a removed segment
+          skip = true
+      if !skip then
+        val result = updateCellReceive(seg, i, r, async)
+        if result eq Closed then return Closed
+        else if !(result eq Failed) then
+          seg.cleanPrev()
+          notifyListeners() // the head moved: a filtering listener may want the next value
+          return result
+        // else: FAILED, retry with a new index
+    throw IllegalStateException("unreachable")
+
+  /** One cell, from the FAA reader's side: a value, or Failed, or Closed. */
+  private def updateCellReceive(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
+    while true do
+      val state = seg.cell(i)
+      if state == null || (state eq IN_BUFFER) then
+        if r >= (sendersAndClosed & CounterMask) then
+          // no sender has this index yet: park here
+          val w = Waiter(Thread.currentThread, null, async.runtime)
+          if seg.cas(i, state, w) then
+            expandBuffer() // our index moved the buffer window on
+            return w.awaitReceive(seg, i, async, this)
+          // else: CAS unsuccessful, repeat
+        else
+          // the sender of this index is on its way but has not written: poison the cell rather
+          // than wait; it will retry elsewhere, and so do we
+          if seg.cas(i, state, BROKEN) then
+            expandBuffer()
+            return Failed
+          // else: CAS unsuccessful, repeat
+      else state match
+        case w: Waiter => // a sender is parked here; RESUMING keeps expandBuffer out meanwhile
+          if seg.cas(i, w, RESUMING) then
+            if w.tryResume(RESUMED) then
+              seg.setCell(i, DONE)
+              expandBuffer()
+              return w.payload
+            else return Failed // it was interrupted and writes INTERRUPTED_SEND itself
+          // else: CAS unsuccessful, repeat
+        case _: Reserved => Thread.onSpinWait() // a listener read is deciding on this cell
+        case _ =>
+          if state eq RESUMING then Thread.onSpinWait() // expandBuffer is resuming the sender
+          else if state eq INTERRUPTED_SEND then return Failed // nothing here; the window did not count it
+          else if state eq TAKEN then
+            // a listener read took the value before our FAA reached it, and could not move R
+            expandBuffer()
+            return Failed
+          else if state eq CLOSED then return Closed
+          else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then
+            illegal("receive", state, seg, i)
+          else
+            // a buffered value (elimination). A CAS, not a write: a listener read may be
+            // reserving it at this moment, and then it is theirs if they accept
+            if seg.cas(i, state, DONE) then
+              expandBuffer()
+              return state
+            // else: CAS unsuccessful (reserved), repeat
+    throw IllegalStateException("unreachable")
+
+  // =============================================================================================
+  // Listener reads: canRead, tryRead (deviation 5)
+
+  val canRead: Async.Source[Try[T]] = new Async.OriginalSource[Try[T]]:
+    def poll(k: Listener[Try[T]]): Boolean = offerHead(k)
+    def onComplete(k: Listener[Try[T]]): Unit =
+      val reg = Registration(k, SegmentChannel.this)
+      listeners.add(reg) // register first, then look: a sender depositing after our look sees us
+      if offerHead(reg) || reg.isDone then listeners.remove(reg)
+    def dropListener(k: Listener[Try[T]]): Unit = listeners.remove(Registration(k, SegmentChannel.this))
+
+  def tryRead(): Option[Try[T]] = canRead.poll()
+
+  /** Offers the head value (or the closed failure) to `k`; true iff `k` took it. */
+  private def offerHead(k: Listener[Try[T]]): Boolean =
+    while true do
+      val r = receivers
+      val s = sendersAndClosed & CounterMask
+      if r >= closedAt then return k(Failure(ChannelClosedException())) // closed and drained
+      if r >= s then return false // nothing sent that no reader has claimed
+      val seg = segmentOf(r)
+      if seg == null then return k(Failure(ChannelClosedException())) // beyond the closed chain
+      if seg.id != r / SegmentSize then
+        Receivers.compareAndSet(this, r, seg.id * SegmentSize) // removed segment: skip it
+      else
+        val i = (r % SegmentSize).toInt
+        val state = seg.cell(i)
+        if state == null || (state eq IN_BUFFER) then return false // its sender has not written yet; it will notify
+        else state match
+          case w: Waiter =>
+            if w.isSender then
+              val reserved = Reserved(w)
+              if seg.cas(i, w, reserved) then
+                if w.tryClaim() then
+                  val took = offerTo(k, w.payload, seg, i, reserved, w)
+                  if took then
+                    w.resumeClaimed()
+                    commitHead(seg, i, r)
+                    return true
+                  else return false
+                // else: the sender was interrupted; it writes INTERRUPTED_SEND over our mark
+              // else: CAS unsuccessful, repeat
+            // else: a parked reader: R has moved past r, look again
+          case _: Reserved => Thread.onSpinWait() // another listener read is deciding
+          case _ =>
+            if state eq RESUMING then Thread.onSpinWait()
+            else if state eq INTERRUPTED_SEND then Receivers.compareAndSet(this, r, r + 1) // skip; not a window cell
+            else if state eq TAKEN then { if Receivers.compareAndSet(this, r, r + 1) then expandBuffer() } // help commit
+            else if state eq CLOSED then return k(Failure(ChannelClosedException()))
+            else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then () // R moved on
+            else
+              // a buffered value
+              val reserved = Reserved(state)
+              if seg.cas(i, state, reserved) then
+                val took = offerTo(k, state, seg, i, reserved, null)
+                if took then
+                  commitHead(seg, i, r)
+                  return true
+                else return false
+              // else: CAS unsuccessful, repeat
+    false
+
+  /** Offers `v` (from the reserved cell `i`) to `k`; on refusal or exception restores the cell. */
+  private def offerTo(k: Listener[Try[T]], v: AnyRef, seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Boolean =
+    val took =
+      try k(Success(decode[T](v)))
+      catch
+        case e: Throwable =>
+          restore(seg, i, reserved, sender)
+          throw e
+    if !took then restore(seg, i, reserved, sender)
+    took
+
+  private def restore(seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Unit =
+    if sender != null then sender.unclaim() // the sender may now be interrupted: it then overwrites the cell
+    seg.cas(i, reserved, reserved.previous) // fails only if an interrupted sender wrote INTERRUPTED_SEND
+
+  /** The listener took the head `r`: mark the cell and move R past it; whoever moves R runs
+    * expandBuffer for the index (a FAA reader that already owns `r` finds TAKEN and does it).
+    */
+  private def commitHead(seg: Segment, i: Int, r: Long): Unit =
+    seg.setCell(i, TAKEN)
+    if Receivers.compareAndSet(this, r, r + 1) then expandBuffer()
+    notifyListeners()
+
+  /** Offers the head to registered listeners until a full pass takes nothing. */
+  private def notifyListeners(): Unit =
+    if !listeners.isEmpty then
+      var progress = true
+      while progress do
+        progress = false
+        val it = listeners.iterator()
+        while it.hasNext do
+          val reg = it.next()
+          if reg.isDone then listeners.remove(reg)
+          else if offerHead(reg) then
+            listeners.remove(reg)
+            progress = true
+
+  // =============================================================================================
+  // Buffer expansion
+
+  /** Moves B on by one cell that can hold a value: releases a sender parked there into the buffer,
+    * or marks an empty cell IN_BUFFER for the sender to come. Only finite buffered channels.
+    */
+  private def expandBuffer(): Unit =
+    if isBuffered then
+      var done = false
+      while !done do
+        var seg = bufferEndSegment
+        val b = BufferEnd.getAndAdd(this, 1L): Long
+        val id = b / SegmentSize
+        var skip = false
+        if seg.id != id then
+          val found = findAndMoveForward(BufferEndSegment, seg, id)
+          if found == null then done = true // closed chain: nowhere to expand
+          else
+            seg = found
+            // a removed segment held only interrupted senders (a reader's cell keeps its segment
+            // alive until processed here), so skipping it loses no window cell
+            if seg.id != id then
+              BufferEnd.compareAndSet(this, b + 1, seg.id * SegmentSize)
+              skip = true
+        else ()
+        if !done && !skip then
+          updateCellExpand(seg, (b % SegmentSize).toInt) match
+            case Done =>
+              seg.cellProcessed()
+              done = true
+            case Closed => seg.cellProcessed() // keep going: closed cells count as processed
+            case _      => () // Failed: an interrupted sender, not a window cell; expand again
+
+  private def updateCellExpand(seg: Segment, i: Int): Marker =
+    while true do
+      val state = seg.cell(i)
+      if state == null then
+        if seg.cas(i, null, IN_BUFFER) then return Done // the sender to come will buffer
+        // else: CAS unsuccessful, repeat
+      else state match
+        case w: Waiter =>
+          if !w.isSender then return Done // a parked reader: its own expansion already covered it
+          else if seg.cas(i, w, RESUMING) then
+            if w.tryResume(RESUMED) then
+              seg.setCell(i, w.payload) // the sender's value is now a buffered value
+              return Done
+            else return Failed // interrupted sender
+          // else: CAS unsuccessful, repeat
+        case _: Reserved => Thread.onSpinWait() // a listener read is deciding; wait for the outcome
+        case _ =>
+          if state eq RESUMING then Thread.onSpinWait()
+          else if state eq INTERRUPTED_SEND then return Failed
+          else if state eq CLOSED then return Closed
+          else return Done // DONE, TAKEN, BROKEN, INTERRUPTED_RECEIVE, or a buffered value
+    throw IllegalStateException("unreachable")
+
+  // =============================================================================================
+  // Closing (deviation 4)
+
+  def isClosed: Boolean = isClosedWord(sendersAndClosed)
+
+  def close(): Unit =
+    var scf = sendersAndClosed
+    while !isClosedWord(scf) && !SendersAndClosed.compareAndSet(this, scf, scf | ClosedBit) do
+      scf = sendersAndClosed
+    if !isClosedWord(scf) then // we closed it
+      val last = scf & CounterMask
+      closedAt = last
+      val lastSeg = sendSegment.closeChain()
+      closeCellsFrom(last, lastSeg)
+      if isBuffered then
+        // process the rest of the chain so that segments of closed cells can be reclaimed
+        val end = (lastSeg.id + 1) * SegmentSize
+        while bufferEnd < end do expandBuffer()
+      notifyListeners()
+
+  /** Closes every cell with index >= `last`, from the tail backwards, so that a reader never
+    * finds a closed cell below an open one.
+    */
+  private def closeCellsFrom(last: Long, tail: Segment): Unit =
+    var seg: Segment | Null = tail
+    while seg != null && seg.id >= last / SegmentSize do
+      val from = if seg.id == last / SegmentSize then (last % SegmentSize).toInt else 0
+      var i = SegmentSize - 1
+      while i >= from do
+        closeCell(seg, i)
+        i -= 1
+      seg = seg.prev
+
+  private def closeCell(seg: Segment, i: Int): Unit =
+    var done = false
+    while !done do
+      val state = seg.cell(i)
+      if state == null || (state eq IN_BUFFER) then
+        if seg.cas(i, state, CLOSED) then
+          seg.cellInterruptedReceiver() // counted like an interrupted reader (jox does the same)
+          done = true
+        // else: CAS unsuccessful, repeat
+      else state match
+        case w: Waiter => // a parked reader (no sender reaches this index)
+          if w.tryResume(ChannelClosed) then
+            seg.setCell(i, CLOSED)
+            seg.cellInterruptedReceiver()
+            done = true
+          else Thread.onSpinWait() // it was interrupted: it writes INTERRUPTED_RECEIVE
+        case _ => done = true // INTERRUPTED_*, BROKEN, DONE, CLOSED: nothing to wake
+
+  // =============================================================================================
+  // Segments
+
+  /** Finds segment `id` from `start` (appending as needed) and moves the reference `ref` forward
+    * to it; a later segment if `id`'s was removed; null if the chain is closed before `id`.
+    */
+  private def findAndMoveForward(ref: VarHandle, start: Segment, id: Long): Segment | Null =
+    while true do
+      val seg = findSegment(start, id)
+      if seg == null then return null
+      if moveForward(ref, seg.nn) then return seg
+      // else: seg was removed before we could point at it; find again
+    null
+
+  /** Moves `ref` forward to `to` (never backwards), keeping the pointer counts; false if `to`
+    * was removed meanwhile.
+    */
+  private def moveForward(ref: VarHandle, to: Segment): Boolean =
+    while true do
+      val cur = ref.getVolatile(this).asInstanceOf[Segment]
+      if cur.id >= to.id then return true // someone moved it at least as far
+      if !to.tryIncPointers() then return false
+      if ref.compareAndSet(this, cur, to) then
+        if cur.decPointers() then cur.remove()
+        return true
+      else if to.decPointers() then to.remove() // our extra pointer was not used; repeat
+    false
+
+  /** Listeners are told when a cancelled sender leaves the head. */
+  private[SegmentChannel] def notifyAfterWithdrawal(): Unit = notifyListeners()
+
+  /** The segment holding index `r` for a listener read, without moving any reference; null if
+    * the chain is closed before it; a later segment if it was removed.
+    */
+  private def segmentOf(r: Long): Segment | Null =
+    val start = receiveSegment
+    // if receiveSegment is already past r, then R has moved past r too (readers move the
+    // reference only to segments of indices they took): the caller's CAS on R fails and it looks again
+    if start.id > r / SegmentSize then start else findSegment(start, r / SegmentSize)
+
+  // =============================================================================================
+  // Debugging
+
+  /** Checks the invariants of a quiescent channel (no operation in progress); throws an
+    * AssertionError carrying `dump` when one is broken.
+    */
+  def checkInvariants(): Unit =
+    def fail(what: String): Nothing = throw AssertionError(s"channel invariant broken: $what\n$dump")
+    val s = sendersAndClosed & CounterMask
+    val r = receivers
+    val b = bufferEnd
+    val last = closedAt
+    var seg: Segment | Null = earliestSegment
+    var prevId = -1L
+    var buffered = 0
+    while seg != null do
+      if seg.id <= prevId then fail(s"segment ids do not increase: ${seg.id} after $prevId")
+      prevId = seg.id
+      var interrupted = 0
+      var processedMissing = 0
+      var i = 0
+      while i < SegmentSize do
+        val idx = seg.id * SegmentSize + i
+        val st = seg.cell(i)
+        val code = cellCode(st)
+        if (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED) then interrupted += 1
+        if isBuffered && idx >= b && !(st eq INTERRUPTED_SEND) then processedMissing += 1
+        if st.isInstanceOf[Reserved] || (st eq RESUMING) then fail(s"cell $idx is $code in a quiescent channel")
+        if idx < math.min(s, r) && !(idx >= last) then
+          if !isTerminal(st) then fail(s"cell $idx below both counters is $code, not finished")
+        if st != null && !isTerminal(st) && !(st eq IN_BUFFER) then
+          st match
+            case w: Waiter if !w.isSender =>
+              if idx < s then fail(s"reader parked in cell $idx although S=$s")
+            case w: Waiter =>
+              if idx < r then fail(s"sender parked in cell $idx although R=$r")
+              if isBuffered && idx < b then fail(s"sender parked in buffer cell $idx (B=$b)")
+              if capacity == Unbounded then fail(s"sender parked in an unbounded channel, cell $idx")
+            case _ => // a buffered value
+              if idx < r then fail(s"value left behind in cell $idx below R=$r")
+              if isRendezvous then fail(s"value buffered in rendezvous cell $idx")
+              buffered += 1
+        i += 1
+      val (pointers, notProcessed, notInterrupted) = seg.counters
+      if notInterrupted != SegmentSize - interrupted then
+        fail(s"segment ${seg.id}: counter says ${SegmentSize - notInterrupted} interrupted cells, found $interrupted")
+      if isBuffered && notProcessed != processedMissing then
+        fail(s"segment ${seg.id}: counter says $notProcessed unprocessed cells, found $processedMissing")
+      val refs = Seq(sendSegment, receiveSegment, bufferEndSegment).count(_ eq seg)
+      if pointers != refs then fail(s"segment ${seg.id}: counter says $pointers pointers, found $refs")
+      seg = seg.liveNext
+    if isBuffered && buffered > capacity then fail(s"$buffered values buffered, capacity $capacity")
+    if !listeners.isEmpty && (r < s) && r < last then
+      // a waiting listener with a value at the head would be a lost wake-up
+      () // listeners may refuse (filters): not an invariant on its own
+
+  /** Counters, then every reachable segment's cells as one letter each (see `cellCode`). */
+  def dump: String =
+    val sb = StringBuilder()
+    val scf = sendersAndClosed
+    sb ++= s"SegmentChannel(capacity=$capacity, S=${scf & CounterMask}, R=$receivers, B=$bufferEnd, "
+    sb ++= s"closed=${isClosedWord(scf)}, closedAt=${if closedAt == Long.MaxValue then "-" else closedAt}, "
+    sb ++= s"listeners=${listeners.size}, segments: send=${sendSegment.id} receive=${receiveSegment.id} bufferEnd=${bufferEndSegment.id})"
+    var seg: Segment | Null = earliestSegment
+    while seg != null do
+      sb ++= s"\n  $seg  "
+      var i = 0
+      while i < SegmentSize do
+        sb ++= cellCode(seg.cell(i))
+        i += 1
+      seg = seg.liveNext
+    sb.result()
+
+  /** The number of segments reachable from the earliest segment reference (for leak tests). */
+  def segmentCount: Int =
+    var n = 0
+    var seg: Segment | Null = earliestSegment
+    while seg != null do
+      n += 1
+      seg = seg.liveNext
+    n
+
+  private def earliestSegment: Segment =
+    Seq(sendSegment, receiveSegment, bufferEndSegment).filter(_ ne NoSegment).minBy(_.id)
+
+  private def illegal(op: String, state: AnyRef, seg: Segment, i: Int): Nothing =
+    throw IllegalStateException(s"$op found ${cellCode(state)} in cell ${seg.id * SegmentSize + i}\n$dump")
+
+  override def toString: String =
+    val kind = capacity match
+      case 0         => "rendezvous"
+      case Unbounded => "unbounded"
+      case n         => s"buffered($n)"
+    s"Channel($kind${if isClosed then ", closed" else ""})"
+
+/** Definitions shared by every channel: the cell-state catalogue, waiters, segments. */
+private[async] object SegmentChannel:
+  final val Unbounded = -1
+  /** Cells per segment: 32, as in the paper, jox and kotlinx (measured there as the best trade). */
+  final val SegmentSize = 32
+
+  // ---------------------------------------------------------------------------------------------
+  // The senders word: counter and closed bit
+
+  private final val ClosedBit = 1L << 62
+  private final val CounterMask = ClosedBit - 1
+  private inline def isClosedWord(scf: Long): Boolean = (scf & ClosedBit) != 0
+
+  // ---------------------------------------------------------------------------------------------
+  // Cell states: the one catalogue.
+  //
+  //   state                 set by                         moves to
+  //   null (empty)          -                              IN_BUFFER, value, Waiter, BROKEN,
+  //                                                        INTERRUPTED_SEND (trySend), CLOSED
+  //   IN_BUFFER             expandBuffer: a buffer cell    value (sender), Waiter(reader), BROKEN, CLOSED
+  //                         whose sender has not come
+  //   value (any object)    sender: buffered or            DONE (FAA reader), Reserved (listener read)
+  //                         eliminated; expandBuffer:
+  //                         a released sender's value
+  //   Waiter (reader)       FAA reader with no sender      DONE (sender resumed it), CLOSED (close),
+  //                                                        INTERRUPTED_RECEIVE (its cancel)
+  //   Waiter (sender)       sender that must wait          RESUMING, Reserved, INTERRUPTED_SEND
+  //                         (also trySend's trial)         (its cancel or trial withdrawal)
+  //   RESUMING              FAA reader / expandBuffer      DONE, value (expandBuffer released it),
+  //                         resuming a parked sender       INTERRUPTED_SEND (the sender's cancel won)
+  //   Reserved(previous)    listener read of the head      TAKEN, previous (refused), or
+  //                                                        INTERRUPTED_SEND (a sender's cancel won)
+  //   TAKEN                 listener read: took the head   final (R moved past by the taker or a helper)
+  //   DONE                  sender and reader met          final
+  //   BROKEN                reader that overtook its       final (both retry with new indices)
+  //                         sender
+  //   INTERRUPTED_SEND      cancelled or trial sender;     final; not a buffer-window cell
+  //                         trySend that would wait
+  //   INTERRUPTED_RECEIVE   cancelled reader               final
+  //   CLOSED                close(), index >= closedAt     final
+
+  private[async] final class Marker(name: String):
+    override def toString: String = name
+
+  private val IN_BUFFER = Marker("IN_BUFFER")
+  private val RESUMING = Marker("RESUMING")
+  private val TAKEN = Marker("TAKEN")
+  private val DONE = Marker("DONE")
+  private val BROKEN = Marker("BROKEN")
+  private val INTERRUPTED_SEND = Marker("INTERRUPTED_SEND")
+  private val INTERRUPTED_RECEIVE = Marker("INTERRUPTED_RECEIVE")
+  private val CLOSED = Marker("CLOSED")
+  /** The stored form of a `null` value. */
+  private val NullValue = Marker("NullValue")
+
+  // Results of the cell updates (never stored in cells)
+  private val Buffered = Marker("Buffered")
+  private val Resumed = Marker("Resumed")
+  private val Awaited = Marker("Awaited")
+  private val Failed = Marker("Failed")
+  private val Closed = Marker("Closed")
+  private val NotSent = Marker("NotSent")
+  private val Done = Marker("Done")
+
+  // Words of a Waiter (besides null = waiting, and a reader's delivered value)
+  private val RESUMED = Marker("RESUMED")
+  private val CLAIMED = Marker("CLAIMED")
+  private val INTERRUPTED = Marker("INTERRUPTED")
+
+  private inline def encode(x: Any): AnyRef = if x == null then NullValue else x.asInstanceOf[AnyRef]
+  private inline def decode[T](v: AnyRef): T = (if v eq NullValue then null else v).asInstanceOf[T]
+
+  private def isTerminal(st: AnyRef): Boolean =
+    (st eq TAKEN) || (st eq DONE) || (st eq BROKEN) || (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED)
+
+  private def cellCode(st: AnyRef | Null): String =
+    if st == null then "_"
+    else st match
+      case w: Waiter   => if w.isSender then "s" else "r"
+      case _: Reserved => "?"
+      case _ =>
+        if st eq IN_BUFFER then "b"
+        else if st eq RESUMING then "~"
+        else if st eq TAKEN then "T"
+        else if st eq DONE then "D"
+        else if st eq BROKEN then "X"
+        else if st eq INTERRUPTED_SEND then "i"
+        else if st eq INTERRUPTED_RECEIVE then "j"
+        else if st eq CLOSED then "C"
+        else "V"
+
+  /** How long a rendezvous waiter spins before parking: pays off when the other party runs on
+    * another core; 0 on a single core. Tunable with -Dasyncpipe.channel.spins.
+    */
+  private val RendezvousSpins: Int =
+    sys.props.get("asyncpipe.channel.spins").flatMap(_.toIntOption)
+      .getOrElse(if java.lang.Runtime.getRuntime.availableProcessors() > 1 then 128 else 0)
+
+  // ---------------------------------------------------------------------------------------------
+  // Waiters
+
+  /** A parked sender (with `payload`) or reader (`payload == null`). Its `data` word decides every
+    * race on it with one CAS from null: a value or RESUMED (someone resumed it), CLOSED marker for
+    * a reader at close, INTERRUPTED (its own cancel), or CLAIMED (a listener read is deciding
+    * whether to take a sender's value; it goes back to null or on to RESUMED).
+    */
+  private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, runtime: Runtime | Null):
+    @volatile var data: AnyRef | Null = null
+    def isSender: Boolean = payload != null
+
+    def tryResume(v: AnyRef): Boolean =
+      val ok = WaiterData.compareAndSet(this, null, v)
+      if ok then wake()
+      ok
+    def tryCancel(): Boolean = WaiterData.compareAndSet(this, null, INTERRUPTED)
+    def tryClaim(): Boolean = WaiterData.compareAndSet(this, null, CLAIMED)
+    def unclaim(): Unit = data = null
+    def resumeClaimed(): Unit =
+      data = RESUMED
+      wake()
+    private def wake(): Unit = if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
+
+    def awaitSend(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): Marker =
+      await(seg, i, async, ch)
+      Awaited
+
+    def awaitReceive(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
+      val d = await(seg, i, async, ch)
+      if d eq ChannelClosed then Closed else d
+
+    /** Parks until resumed. A cancel (interrupt, or the scope's cancel flag) outside
+      * `uninterruptible` abandons the cell if no one has resumed us yet; inside, it is held
+      * and restored on return.
+      */
+    private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
+      var spins = if ch.capacity == 0 then RendezvousSpins else 0
+      var heldInterrupt = false
+      var d = data
+      while d == null || (d eq CLAIMED) do
+        if d eq CLAIMED then Thread.onSpinWait() // a listener read is deciding on our value
+        else if spins > 0 then
+          spins -= 1
+          Thread.onSpinWait()
+        else
+          async.runtime.park(this)
+          if data == null then
+            if async.cancellationDeferred then
+              if Thread.interrupted() then heldInterrupt = true // park would spin on the flag
+            else if Thread.interrupted() || async.isCancelled then
+              if tryCancel() then
+                seg.setCell(i, if isSender then INTERRUPTED_SEND else INTERRUPTED_RECEIVE)
+                if isSender then
+                  seg.cellInterruptedSender()
+                  ch.notifyAfterWithdrawal()
+                else seg.cellInterruptedReceiver()
+                if heldInterrupt then Thread.currentThread.interrupt()
+                throw CancellationException(if isSender then "cancelled while sending" else "cancelled while reading")
+              // else: resumed (or claimed) meanwhile: the outcome is ours, look again
+        d = data
+      if heldInterrupt then Thread.currentThread.interrupt()
+      d.nn
+
+  private val WaiterData: VarHandle =
+    MethodHandles.privateLookupIn(classOf[Waiter], MethodHandles.lookup()).findVarHandle(classOf[Waiter], "data", classOf[AnyRef])
+
+  /** A cell held by a listener read while its listener decides; `previous` is what it held. */
+  private final class Reserved(val previous: AnyRef)
+
+  /** A listener waiting on `canRead`: lets one offer through, whoever offers (see OnceForwarder). */
+  private final class Registration[T](k: Listener[Try[T]], ch: SegmentChannel[T]) extends Async.OnceForwarder[Try[T]](k, ch)
+
+  // ---------------------------------------------------------------------------------------------
+  // Segments
+
+  // The segment's int: [0,6) cells not interrupted, [6,12) cells not processed by expandBuffer
+  // (finite buffered channels only), [12,32) pointers (references among sendSegment,
+  // receiveSegment, bufferEndSegment). Zero means logically removed.
+  private final val ProcessedShift = 6
+  private final val PointersShift = 12
+  private final val OneProcessed = 1 << ProcessedShift
+  private final val OnePointer = 1 << PointersShift
+
+  private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers: Int, val countProcessed: Boolean)
+      extends AtomicInteger(SegmentSize + (if countProcessed then SegmentSize << ProcessedShift else 0) + (pointers << PointersShift)):
+    private val cells = AtomicReferenceArray[AnyRef](SegmentSize)
+    @volatile var next: Segment | Null = null
+    @volatile var prev: Segment | Null = prev0
+
+    inline def cell(i: Int): AnyRef | Null = cells.get(i)
+    inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
+    inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
+
+    def cleanPrev(): Unit = prev = null
+    def isRemoved: Boolean = get == 0
+    def isTail: Boolean = next == null || (next eq ClosedChain)
+    def liveNext: Segment | Null = { val n = next; if n eq ClosedChain then null else n }
+
+    def counters: (Int, Int, Int) =
+      val c = get
+      (c >>> PointersShift, (c >>> ProcessedShift) & 63, c & 63)
+
+    def markProcessed(n: Int): Unit = addAndGet(-n * OneProcessed)
+    def tryIncPointers(): Boolean =
+      var c = get
+      while c != 0 && !compareAndSet(c, c + OnePointer) do c = get
+      c != 0
+    /** True if that made the segment removable. */
+    def decPointers(): Boolean = addAndGet(-OnePointer) == 0
+    def cellInterruptedReceiver(): Unit = if addAndGet(-1) == 0 then remove()
+    def cellInterruptedSender(): Unit =
+      if addAndGet(if countProcessed then -(1 + OneProcessed) else -1) == 0 then remove()
+    def cellProcessed(): Unit = if addAndGet(-OneProcessed) == 0 then remove()
+
+    /** Unlinks this (logically removed) segment: its live neighbours point at each other. The
+      * tail is never unlinked (new segments are appended to it).
+      */
+    def remove(): Unit =
+      var done = false
+      while !done do
+        if isTail then done = true
+        else
+          var left = prev
+          while left != null && left.isRemoved do left = left.prev
+          var right = next.nn
+          while right.isRemoved && !right.isTail do right = right.next.nn
+          // right.prev := left, unless right has forgotten its prev (cleanPrev)
+          var linked = false
+          while !linked do
+            val p = right.prev
+            linked = p == null || SegmentPrev.compareAndSet(right, p, left)
+          if left != null then left.next = right
+          // if a neighbour was removed meanwhile, link again around it
+          done = !(right.isRemoved && !right.isTail) && !(left != null && left.isRemoved)
+
+    /** Marks the end of the chain so no segment is appended; returns the tail. */
+    def closeChain(): Segment =
+      var s = this
+      while true do
+        val n = s.next
+        if n == null then
+          if SegmentNext.compareAndSet(s, null, ClosedChain) then return s
+          // else: a segment was appended meanwhile, look again
+        else if n eq ClosedChain then return s
+        else s = n
+      s
+
+    override def toString: String =
+      val (p, np, ni) = counters
+      s"#$id(p=$p np=$np ni=$ni${if isRemoved then " removed" else ""})"
+
+  private val SegmentNext: VarHandle =
+    MethodHandles.privateLookupIn(classOf[Segment], MethodHandles.lookup()).findVarHandle(classOf[Segment], "next", classOf[Segment])
+  private val SegmentPrev: VarHandle =
+    MethodHandles.privateLookupIn(classOf[Segment], MethodHandles.lookup()).findVarHandle(classOf[Segment], "prev", classOf[Segment])
+
+  /** The `next` of a tail whose chain is closed. */
+  private val ClosedChain = Segment(-1, null, 0, false)
+  /** The buffer-end reference of channels that do not move B. */
+  private val NoSegment = Segment(-1, null, 0, false)
+
+  /** The segment with `id`, from `start` on, appending segments as needed; a later one if `id`'s
+    * was removed; null if the chain is closed before `id`.
+    */
+  private def findSegment(start: Segment, id: Long): Segment | Null =
+    var cur = start
+    while cur.id < id || cur.isRemoved do
+      val n = cur.next
+      if n eq ClosedChain then return null
+      else if n == null then
+        val created = Segment(cur.id + 1, cur, 0, start.countProcessed)
+        if SegmentNext.compareAndSet(cur, null, created) then
+          if cur.isRemoved then cur.remove() // it was the tail, so it could not be unlinked before
+        // else: another thread appended first; look again
+      else cur = n
+    cur
+
+  // Channel fields
+  private val lookup = MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
+  private val SendersAndClosed = lookup.findVarHandle(classOf[SegmentChannel[?]], "sendersAndClosed", java.lang.Long.TYPE)
+  private val Receivers = lookup.findVarHandle(classOf[SegmentChannel[?]], "receivers", java.lang.Long.TYPE)
+  private val BufferEnd = lookup.findVarHandle(classOf[SegmentChannel[?]], "bufferEnd", java.lang.Long.TYPE)
+  private val SendSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "sendSegment", classOf[Segment])
+  private val ReceiveSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "receiveSegment", classOf[Segment])
+  private val BufferEndSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "bufferEndSegment", classOf[Segment])
+

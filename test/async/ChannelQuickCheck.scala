@@ -1,0 +1,42 @@
+package asyncpipe.async
+
+import java.util.concurrent.atomic.AtomicLong
+import scala.util.{Failure, Success}
+
+/** Quick end-to-end checks of every channel kind: pairs of threads passing values, with and
+  * without listener reads, then the invariants of the quiet channel.
+  */
+class ChannelQuickCheck extends munit.FunSuite:
+  given Runtime = Runtime.VirtualThreads
+  val kinds: Seq[(String, () => Channel[Long])] = Seq(
+    "rendezvous" -> (() => SyncChannel[Long]()),
+    "buffered(1)" -> (() => BufferedChannel[Long](1)),
+    "buffered(2)" -> (() => BufferedChannel[Long](2)),
+    "buffered(31)" -> (() => BufferedChannel[Long](31)),
+    "buffered(33)" -> (() => BufferedChannel[Long](33)),
+    "unbounded" -> (() => UnboundedChannel[Long]()))
+
+  for (name, make) <- kinds do
+    test(s"$name: 2 senders x 20000, 2 readers (one reading through canRead), every value once"):
+      val ch = make()
+      val n = 20000L
+      val sum = AtomicLong()
+      val count = AtomicLong()
+      Async.blocking:
+        val senders = (0 until 2).map(k => Future { var i = 0L; while i < n do { ch.send(i * 2 + k); i += 1 } })
+        val readers = (0 until 2).map: k =>
+          Future:
+           try
+            var go = true
+            while go do
+              val v = if k == 0 then ch.read() else Async.await(ch.canRead)
+              v match
+                case Success(x) => { sum.addAndGet(x); count.incrementAndGet() }
+                case Failure(_) => go = false
+           catch case e: Throwable => { e.printStackTrace(); throw e }
+        senders.foreach(_.await)
+        ch.close()
+        readers.foreach(_.await)
+      assertEquals(count.get, 2 * n, ch.asInstanceOf[SegmentChannel[?]].dump)
+      assertEquals(sum.get, (0L until 2 * n).sum)
+      ch.asInstanceOf[SegmentChannel[?]].checkInvariants()
