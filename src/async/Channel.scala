@@ -1,0 +1,106 @@
+package asyncpipe.async
+
+import scala.util.Try
+
+/** Channels: values handed from senders to readers, each value to exactly one reader.
+  *
+  * ==Kinds==
+  *   - `SyncChannel[T]()`: rendezvous. `send` returns only once a reader has taken the value.
+  *   - `BufferedChannel[T](n)`, `n >= 1`: up to `n` values wait in the channel; `send` blocks
+  *     only while `n` values are waiting.
+  *   - `UnboundedChannel[T]()`: `send` never blocks (`sendImmediately` needs no `Async`); memory
+  *     is the limit.
+  * All three are one implementation ([[SegmentChannel]], the Fetch-And-Add channel of "Fast and
+  * Scalable Channels"); the kind only sets how many cells count as buffer.
+  *
+  * ==Operations==
+  *   - `send(x)` blocks until `x` is buffered or taken (see kinds); throws
+  *     [[ChannelClosedException]] if the channel was closed before the send began.
+  *   - `read()` blocks until a value is there and returns `Success(value)`; once the channel is
+  *     closed and drained, returns `Failure(ChannelClosedException)` at once, every time.
+  *   - `canRead` is the same read as an [[Async.Source]], for races (`Async.race(a.canRead,
+  *     b.canRead)` is Go's `select`), filters and maps. A listener that refuses a value leaves it
+  *     first in line for the next reader; only the head of the channel is ever offered.
+  *   - `trySend(x)` / `tryRead()` never block: `false` / `None` when the operation would have to
+  *     wait. Under contention they may fail spuriously (a sender in the middle of depositing its
+  *     value is "not there yet"); they never lose or duplicate a value.
+  *
+  * ==Blocking and interruption==
+  * A blocked `send` or `read` parks its thread. Cancelling its future (or interrupting its
+  * thread) ends the wait with `CancellationException`: a cancelled `send` did not send (its value
+  * is delivered to nobody), a cancelled `read` took nothing (the value goes to the next reader).
+  * Inside `uninterruptible` a cancel waits until the operation completes normally. A cancelled
+  * waiter leaves no garbage behind: its cell is skipped, and segments full of such cells are
+  * unlinked.
+  *
+  * ==Closing==
+  * `close()` (idempotent) stops new sends: a `send` that starts after it throws
+  * [[ChannelClosedException]]. Nothing already sent is lost: readers drain every buffered value
+  * and the value of every sender that was blocked at the close (those senders complete normally
+  * once their value is taken), then see `Failure(ChannelClosedException)`. Readers blocked on an
+  * empty channel wake with that failure. See `doc/adr/0006-channel-close-and-interruption.md`.
+  */
+trait SendableChannel[-T]:
+  /** Sends `x`, blocking while the channel has no room (see the kinds above).
+    * @throws ChannelClosedException if the channel is closed
+    * @throws java.util.concurrent.CancellationException if cancelled while blocked; `x` was not sent
+    */
+  def send(x: T)(using Async): Unit
+
+  /** Sends `x` if that needs no waiting; `false` if it would block.
+    * @throws ChannelClosedException if the channel is closed
+    */
+  def trySend(x: T): Boolean
+
+trait ReadableChannel[+T]:
+  /** The next value as a source: offered to a listener only while it is first in line. */
+  val canRead: Async.Source[Try[T]]
+
+  /** The next value, blocking until there is one; `Failure(ChannelClosedException)` once the
+    * channel is closed and drained.
+    * @throws java.util.concurrent.CancellationException if cancelled while blocked; nothing was taken
+    */
+  def read()(using Async): Try[T]
+
+  /** The next value if one is there now, `Some(Failure(ChannelClosedException))` if closed and
+    * drained, `None` otherwise.
+    */
+  def tryRead(): Option[Try[T]]
+
+trait Channel[T] extends SendableChannel[T], ReadableChannel[T], java.io.Closeable:
+  /** Stops further sends; readers drain what was sent before (see Closing above). Idempotent. */
+  def close(): Unit
+  /** True once `close()` has been called. */
+  def isClosed: Boolean
+  /** 0 for rendezvous, `n` for buffered, -1 for unbounded. */
+  def capacity: Int
+
+  def asSendable(): SendableChannel[T] = this
+  def asReadable(): ReadableChannel[T] = this
+  def asCloseable(): java.io.Closeable = this
+
+/** Thrown by a send on a closed channel; the failure a closed and drained channel reads as. */
+final class ChannelClosedException extends Exception("channel closed")
+
+/** A rendezvous channel: every send waits for its reader. */
+trait SyncChannel[T] extends Channel[T]
+object SyncChannel:
+  def apply[T](): SyncChannel[T] = new SegmentChannel[T](0) with SyncChannel[T]
+
+/** A channel holding up to `size` values that no reader has taken yet. */
+trait BufferedChannel[T] extends Channel[T]
+object BufferedChannel:
+  def apply[T](size: Int): BufferedChannel[T] =
+    require(size >= 1, s"a buffered channel needs a size of at least 1, got $size (use SyncChannel for 0)")
+    new SegmentChannel[T](size) with BufferedChannel[T]
+
+/** A channel whose sends never wait. */
+trait UnboundedChannel[T] extends Channel[T]:
+  /** `send` without an `Async`: an unbounded channel never blocks a sender.
+    * @throws ChannelClosedException if the channel is closed
+    */
+  def sendImmediately(x: T): Unit
+object UnboundedChannel:
+  def apply[T](): UnboundedChannel[T] = new SegmentChannel[T](SegmentChannel.Unbounded) with UnboundedChannel[T]:
+    def sendImmediately(x: T): Unit =
+      if !trySend(x) then throw IllegalStateException("an unbounded channel refused a send") // cannot happen
