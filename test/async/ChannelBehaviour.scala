@@ -72,6 +72,14 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
     op.awaitParked()
     op
 
+  /** Starts `n` futures (`body(i)`) at once, then waits until every one is parked in the channel;
+    * for tests where the order in which they parked does not matter.
+    */
+  private def allBlocked[T](n: Int, what: Int => String)(body: Int => Async ?=> T)(using Async, Location): Vector[Op[T]] =
+    val ops = Vector.tabulate(n)(i => start(what(i))(body(i)))
+    ops.foreach(_.awaitParked())
+    ops
+
   /** Runs `Async.blocking(body)` on a bare thread of the runtime (no future to cancel). */
   private def onBareThread[T](what: String)(body: Async ?=> T): Op[T] =
     val op = Op[T](what)
@@ -494,7 +502,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
     test(s"$kind: 100 cancelled parked readers lose no value: 10 values sent after all reach a fresh reader"):
       val ch = kind.make[Int]()
       Async.blocking:
-        val readers = (0 until 100).map(i => blocked(s"reader $i")(ch.read()))
+        val readers = allBlocked(100, i => s"reader $i")(_ => ch.read())
         readers.foreach(_.cancel())
         readers.foreach(_.assertEndedCancelled())
         checked(ch)
@@ -508,7 +516,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
     test(s"$kind: 100 parked readers, every other one cancelled: the survivors and a fresh reader get each value once"):
       val ch = kind.make[Int]()
       Async.blocking:
-        val readers = (0 until 100).map(i => blocked(s"reader $i")(ch.read()))
+        val readers = allBlocked(100, i => s"reader $i")(_ => ch.read())
         val (cancelled, survivors) = readers.zipWithIndex.partition(_._2 % 2 == 1) match
           case (c, s) => (c.map(_._1), s.map(_._1))
         cancelled.foreach(_.cancel())
@@ -541,7 +549,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
       val fills = (0 until kind.capacity).map(_ + 10_000)
       Async.blocking:
         fill(ch, fills)
-        val senders = (0 until 100).map(i => blocked(s"the sender of ${1000 + i}")(ch.send(1000 + i)))
+        val senders = allBlocked(100, i => s"the sender of ${1000 + i}")(i => ch.send(1000 + i))
         senders.foreach(_.cancel())
         senders.foreach(_.assertEndedCancelled())
         checked(ch)
@@ -557,7 +565,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
       val fills = (0 until kind.capacity).map(_ + 10_000)
       Async.blocking:
         fill(ch, fills)
-        val senders = (0 until 100).map(i => blocked(s"the sender of ${1000 + i}")(ch.send(1000 + i)))
+        val senders = allBlocked(100, i => s"the sender of ${1000 + i}")(i => ch.send(1000 + i))
         val (cancelled, survivors) = senders.zipWithIndex.partition(_._2 % 2 == 1) match
           case (c, s) => (c.map(_._1), s.map(_._1))
         cancelled.foreach(_.cancel())
