@@ -439,7 +439,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
       checked(ch)
 
   for kind <- kinds if kind.sendCanBlock do
-    test(s"$kind: senders parked at close complete once readers take their values, which come before the failure"):
+    test(s"$kind: the values of senders parked at close are read, in order, before the failure; the senders succeed"):
       val ch = kind.make[Int]()
       val fills = (0 until kind.capacity).map(_ + 100)
       Async.blocking:
@@ -447,12 +447,43 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
         val senders = (0 until 3).map(i => blocked(s"the sender of $i")(ch.send(i)))
         ch.close()
         assert(ch.isClosed)
-        senders.foreach(s => assert(!s.isDone, s"${s.what} returned at the close, before its value was read"))
+        failureOf[ChannelClosedException](attempt("a send after close")(ch.send(-1)))
         val reader = start("the reader")(Vector.fill(fills.size + 4)(ch.read()))
         val got = reader.result.get
         assertEquals(got.take(fills.size + 3), (fills ++ (0 until 3)).toVector.map(Success(_)), dumpOf(ch))
         assertClosedRead(got.last, "the read after the drain")
         senders.foreach(s => assertEquals(s.result, Success(()), s"${s.what}"))
+      checked(ch)
+
+    test(s"$kind: a sender parked at close returns only once its value is read, not at the close"):
+      // The facade: "those senders complete normally once their value is taken". Each sender
+      // records how many values the reader had taken when its send returned; the value of sender
+      // i is read (fills + i + 1)-th, so it must see at least fills + i taken (the reader counts
+      // a value after its read returns, the sender may return just before that).
+      val ch = kind.make[Int]()
+      val fills = (0 until kind.capacity).map(_ + 100)
+      val taken = AtomicInteger(0)
+      val takenAtReturn = Vector.fill(3)(AtomicInteger(-1))
+      Async.blocking:
+        fill(ch, fills)
+        val senders = (0 until 3).map: i =>
+          blocked(s"the sender of $i"):
+            ch.send(i)
+            takenAtReturn(i).set(taken.get)
+        ch.close()
+        senders.foreach(s => assert(!s.isDone, s"${s.what} returned at the close, before its value was read: ${dumpOf(ch)}"))
+        val reader = start("the reader"):
+          Vector.fill(fills.size + 3):
+            val v = ch.read()
+            taken.incrementAndGet()
+            v
+        assertEquals(reader.result.map(_.map(_.get)), Success((fills ++ (0 until 3)).toVector))
+        senders.foreach(s => assertEquals(s.result, Success(()), s"${s.what}"))
+        for i <- 0 until 3 do
+          val seen = takenAtReturn(i).get
+          assert(seen >= fills.size + i,
+            s"the sender of $i returned when only $seen values had been read (its value is read after ${fills.size + i}): " +
+              "it was released at the close, before its value was taken")
       checked(ch)
 
     test(s"$kind: tryRead takes the value of a sender parked at close"):
@@ -789,8 +820,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
         for group <- chs.grouped(10) do
           val (left, right) = group.splitAt(5)
           val race = Async.race(Async.race(left.map(_.canRead)*), Async.race(right.map(_.canRead)*))
-          for _ <- group.indices do
-            got += within("a nested race")(Async.await(race)).get
+          got ++= within("10 awaits of a nested race")(Vector.fill(group.size)(Async.await(race))).map(_.get)
         senders.foreach(s => assertEquals(s.result, Success(()), s.what))
         chs.foreach(assertEmptyNow)
       val values = got.result()
