@@ -36,8 +36,9 @@ import scala.util.Try
   * ==Closing==
   * `close()` (idempotent) stops new sends: a `send` that starts after it throws
   * [[ChannelClosedException]]. Nothing already sent is lost: readers drain every buffered value
-  * and the value of every sender that was blocked at the close (those senders complete normally
-  * once their value is taken), then see `Failure(ChannelClosedException)`. Readers blocked on an
+  * and the value of every sender that was blocked at the close, then see
+  * `Failure(ChannelClosedException)`. Those senders complete as they would have without the
+  * close: once a reader takes their value (rendezvous) or makes room for it (buffered). Readers blocked on an
   * empty channel wake with that failure. See `doc/adr/0006-channel-close-and-interruption.md`.
   */
 trait SendableChannel[-T]:
