@@ -23,7 +23,9 @@ import scala.util.{Failure, Success, Try}
   *     a promise that the delivery future completes after each value it takes out), and so stops
   *     reading publishers meanwhile: back-pressure, nothing lost.
   *   - [[ChannelMultiplexer.OnFull.Drop]]: the value is dropped for that subscriber only, and
-  *     counted (`dropped`). The loop never waits for a subscriber.
+  *     counted (`dropped`). The loop never waits for a subscriber. "Full" is a matter of
+  *     timing: a subscriber that reads promptly can still drop values if its delivery future
+  *     falls `buffer` values behind a burst.
   * Whether a queue is full is decided by a counter (values put in by the loop, minus values
   * taken out by the delivery future), not by `trySend`, which may fail spuriously: the drop
   * count is exact. A subscriber holds at most `buffer` values in its queue plus the one its
@@ -40,7 +42,8 @@ import scala.util.{Failure, Success, Try}
   *     `Failure(ChannelClosedException)` (closed and drained) is removed; that failure is not
   *     forwarded. Any other `Failure` a publisher reads is forwarded to the subscribers as it is.
   *   - The subscribers of a value are those there were at the moment it was read (the set is
-  *     read while the value is being taken from its publisher).
+  *     read while the value is being taken from its publisher). The loop puts a value in their
+  *     queues in the order they were added, and reads the next value only once it is done.
   *   - `addSubscriber`: it receives every value the loop reads after the call returned, and none
   *     read before it began. `removeSubscriber`: it receives nothing read after the call; values
   *     already in its queue ARE still delivered (its delivery future drains the queue, then ends
@@ -115,6 +118,20 @@ object ChannelMultiplexer:
     private case object Wake extends Event
     /** A value read from `pub`, with the subscribers there were when it was read. */
     private final class Got(val pub: Pub, val value: Try[T], val targets: Vector[Sub]) extends Event
+
+    /** `p.channel.canRead` as the loop reads it: a value of a removed publisher, or one offered
+      * after close, is refused (it stays in the channel); an accepted one becomes a [[Got]] with
+      * the subscribers there are at the moment it is taken. One level of forwarding, not
+      * `filter(...).map(...)`: a race drops its losing registrations through `dropListener`,
+      * which finds a forwarder by its inner listener, and a forwarder of a forwarder is a new
+      * object each time (with two levels the losing registrations stayed on the channel).
+      */
+    private final class PublisherRead(p: Pub) extends Async.Source[Event]:
+      private final class Forward(k: Listener[Event]) extends Listener.Forwarder[Try[T], Event](k, PublisherRead.this):
+        def apply(r: Try[T]): Boolean = p.active && !closed && k(Got(p, r, subs))
+      def poll(k: Listener[Event]): Boolean = p.channel.canRead.poll(Forward(k))
+      def onComplete(k: Listener[Event]): Unit = p.channel.canRead.onComplete(Forward(k))
+      def dropListener(k: Listener[Event]): Unit = p.channel.canRead.dropListener(Forward(k))
 
     private val lock = Object()
     // Immutable snapshots, replaced under `lock`, read by the loop without it.
@@ -208,10 +225,7 @@ object ChannelMultiplexer:
           val now = pubs
           if now ne seen then
             seen = now
-            // The filter refuses values of a removed publisher, or after close: they stay in the
-            // channel. The map runs as the value is being taken, so `subs` is the set of
-            // subscribers at the moment of the read.
-            reads = now.map(p => p.channel.canRead.filter(_ => p.active && !closed).map(r => Got(p, r, subs)))
+            reads = now.map(PublisherRead(_))
           val sources =
             if reads.isEmpty then Vector(wakeSource)
             else

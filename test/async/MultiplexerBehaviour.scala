@@ -38,6 +38,13 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
   private def assertClosedNext(c: ReadableChannel[Try[?]], what: String)(using Async, Location): Unit =
     failureOf[ChannelClosedException](next(c, what))
 
+  /** `resultWithin` with a bound of its own (the stress test's size scales with ASYNCPIPE_STRESS). */
+  private def resultWithinMillis[T](f: Future[T], millis: Long, what: String)(using Location): Try[T] =
+    val done = java.util.concurrent.CountDownLatch(1)
+    f.onComplete(Listener[Try[T]] { _ => done.countDown(); true })
+    assert(done.await(millis, java.util.concurrent.TimeUnit.MILLISECONDS), s"timed out after $millis ms waiting for $what")
+    f.poll().get
+
   private def isBlocked(t: Thread): Boolean =
     val s = t.getState
     s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED
@@ -74,7 +81,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       senders.foreach(f => assert(resultWithin(f, "a sender").isSuccess))
       m.close()
 
-  test("stress: publishers added while running, small buffers, slow readers: nothing lost, per-publisher order"):
+  test("stress: publishers added while running, small buffers: nothing lost, per-publisher order"):
     val publishers = 4
     val messages = 200 * stress
     val subscribers = 3
@@ -82,19 +89,19 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       val m = ChannelMultiplexer[(Int, Int)](buffer = 2)
       val subs = Vector.fill(subscribers)(BufferedChannel[Try[(Int, Int)]](1))
       subs.foreach(m.addSubscriber)
-      val readers = subs.zipWithIndex.map((s, si) => Future(nextN(s, publishers * messages, s"subscriber $si").map(_.get)))
+      val readers = subs.map(s => Future(List.fill(publishers * messages)(s.read().get.get)))
       val senders = (0 until publishers).map { id =>
         val p = if id % 2 == 0 then SyncChannel[(Int, Int)]() else BufferedChannel[(Int, Int)](3)
         m.addPublisher(p) // while the loop is running and the others are sending
         Future((0 until messages).foreach(i => p.send((id, i))))
       }
       for (r, si) <- readers.zipWithIndex do
-        val got = resultWithin(r, s"reader $si").get
+        val got = resultWithinMillis(r, Patience * 2 * stress, s"reader $si").get
         for id <- 0 until publishers do
           val mine = got.filter(_._1 == id).map(_._2)
           assertEquals(mine.size, messages, s"subscriber $si, publisher $id: count")
           assertEquals(mine, (0 until messages).toList, s"subscriber $si, publisher $id: order")
-      senders.foreach(f => assert(resultWithin(f, "a sender").isSuccess))
+      senders.foreach(f => assert(resultWithinMillis(f, Patience * 2 * stress, "a sender").isSuccess))
       m.close()
       for (s, si) <- subs.zipWithIndex do assertClosedNext(s, s"subscriber $si after close")
 
@@ -282,6 +289,38 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       assertClosedNext(fast, "fast after close")
       assertClosedNext(slow, "slow after close")
 
+  test("Block: close while the loop waits for a full queue stops it at once; what was queued still arrives"):
+    val buffer = 2
+    Async.blocking:
+      val m = ChannelMultiplexer[Int](buffer = buffer, onFull = OnFull.Block)
+      val slow = SyncChannel[Try[Int]]()
+      val fast = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(slow) // first: the loop hands a value to subscribers in the order they were added
+      m.addSubscriber(fast)
+      val pub = SyncChannel[Int]()
+      m.addPublisher(pub)
+      val sent = AtomicInteger(0)
+      val senderThread = AtomicReference[Thread]()
+      Future:
+        senderThread.set(Thread.currentThread)
+        for i <- 1 to 10 do
+          pub.send(i)
+          sent.incrementAndGet()
+      // slow's delivery holds 1, its queue 2 and 3; the loop holds 4 and waits for room.
+      val stall = buffer + 2
+      eventually(s"the sender to stall (sent ${sent.get})") {
+        val t = senderThread.get
+        sent.get >= stall && t != null && isBlocked(t)
+      }
+      assertEquals(sent.get, stall, "the loop did not wait at the full queue")
+      m.close()
+      // The value in hand skips the full queue only; fast, which had room, still gets it.
+      assertEquals(nextN(fast, stall, "fast"), ok((1 to stall)*))
+      assertClosedNext(fast, "fast after its values")
+      assertEquals(nextN(slow, buffer + 1, "slow"), ok((1 to buffer + 1)*))
+      assertClosedNext(slow, "slow after its values")
+      assertEquals(next(pub, "a plain read of the publisher after close"), stall + 1, "the loop still reads after close")
+
   test("Drop: a subscriber that never reads delays nobody; dropped counts exactly what it missed"):
     val buffer = 4
     val total = 20
@@ -293,9 +332,11 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.addSubscriber(fast)
       val pub = SyncChannel[Int]()
       m.addPublisher(pub)
-      val sender = Future((1 to total).foreach(pub.send))
-      assertEquals(nextN(fast, total, "fast"), ok((1 to total)*), "the fast subscriber missed values")
-      assert(resultWithin(sender, "the sender").isSuccess)
+      // Paced by the fast subscriber: its queue never holds more than one value, so only the
+      // slow one can be full (under Drop, a subscriber whose delivery lags drops too).
+      for i <- 1 to total do
+        pub.send(i)
+        assertEquals(next(fast, s"fast, value $i"), Success(i), "the fast subscriber missed values")
       assertEquals(m.dropped(fast), 0L, "dropped for the fast subscriber")
       m.close() // after every value was handed out: the close failure ends what slow holds
       val received = Iterator.continually(next(slow, "slow, draining")).takeWhile(_.isSuccess).map(_.get).toList
