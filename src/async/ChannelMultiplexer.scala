@@ -1,5 +1,6 @@
 package asyncpipe.async
 
+import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicLong, AtomicReference}
 import scala.util.{Failure, Success, Try}
 
@@ -13,7 +14,10 @@ import scala.util.{Failure, Success, Try}
   * shared state and then wake the loop through the control channel; the loop rebuilds its race
   * whenever the set of publishers has changed, so a change takes effect at once, even while the
   * loop is waiting. The race starts at a different publisher on each turn, so that one busy
-  * publisher cannot starve the others.
+  * publisher cannot starve the others, and it reads each channel through a small source of its
+  * own (`Tagged`) that remembers the forwarder it registered, so that the registrations of every
+  * lost race are really dropped from the channels (with `canRead.map(...)` they were not: see
+  * `Tagged`).
   *
   * Every subscriber has its own queue, a `BufferedChannel` of `buffer` values, and its own
   * delivery future (also in the caller's scope) that moves values from the queue to the
@@ -91,7 +95,7 @@ object ChannelMultiplexer:
     Future(m.loop())
     m
 
-  private final class Impl[T](buffer: Int, onFull: OnFull, scope: Async) extends ChannelMultiplexer[T]:
+  private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async) extends ChannelMultiplexer[T]:
 
     private final class Pub(val channel: ReadableChannel[T]):
       /** False once removed: the loop's pending reads of this channel refuse its values. */
@@ -119,19 +123,33 @@ object ChannelMultiplexer:
     /** A value read from `pub`, with the subscribers there were when it was read. */
     private final class Got(val pub: Pub, val value: Try[T], val targets: Vector[Sub]) extends Event
 
-    /** `p.channel.canRead` as the loop reads it: a value of a removed publisher, or one offered
-      * after close, is refused (it stays in the channel); an accepted one becomes a [[Got]] with
-      * the subscribers there are at the moment it is taken. One level of forwarding, not
-      * `filter(...).map(...)`: a race drops its losing registrations through `dropListener`,
-      * which finds a forwarder by its inner listener, and a forwarder of a forwarder is a new
-      * object each time (with two levels the losing registrations stayed on the channel).
+    /** A source over `base` that offers `tag(value)` on, and refuses (leaving the value in
+      * `base`) whenever `accept()` is false. The loop reads publishers and the control channel
+      * through it.
+      *
+      * It keeps the forwarder it registered for each listener, so that `dropListener` hands
+      * `base` that very object. A race drops its losing registrations with
+      * `dropListener(k)`, and a channel finds a registration by its listener's identity: a new
+      * forwarder of the same `k` (which is what `map`/`filter` pass down) is not found, and the
+      * losing registration stays on the channel until its next value. The loop loses a race on
+      * every idle publisher and on the control channel at every value, so those would pile up.
       */
-    private final class PublisherRead(p: Pub) extends Async.Source[Event]:
-      private final class Forward(k: Listener[Event]) extends Listener.Forwarder[Try[T], Event](k, PublisherRead.this):
-        def apply(r: Try[T]): Boolean = p.active && !closed && k(Got(p, r, subs))
-      def poll(k: Listener[Event]): Boolean = p.channel.canRead.poll(Forward(k))
-      def onComplete(k: Listener[Event]): Unit = p.channel.canRead.onComplete(Forward(k))
-      def dropListener(k: Listener[Event]): Unit = p.channel.canRead.dropListener(Forward(k))
+    private final class Tagged[A, B](base: Async.Source[A], accept: () => Boolean, tag: A => B) extends Async.Source[B]:
+      private val registered = ConcurrentHashMap[Listener[B], Forward]()
+      private final class Forward(k: Listener[B]) extends Listener.Forwarder[A, B](k, Tagged.this):
+        def apply(a: A): Boolean =
+          if accept() && k(tag(a)) then
+            registered.remove(k, this) // taken: nothing left to drop
+            true
+          else false
+      def poll(k: Listener[B]): Boolean = base.poll(Forward(k))
+      def onComplete(k: Listener[B]): Unit =
+        val f = Forward(k)
+        registered.put(k, f) // before registering: an offer may take it at once
+        base.onComplete(f)
+      def dropListener(k: Listener[B]): Unit =
+        val f = registered.remove(k)
+        if f != null then base.dropListener(f)
 
     private val lock = Object()
     // Immutable snapshots, replaced under `lock`, read by the loop without it.
@@ -140,6 +158,7 @@ object ChannelMultiplexer:
     @volatile private var closed = false
 
     private val control = UnboundedChannel[Unit]()
+    private val wakes = Tagged[Try[Unit], Event](control.canRead, () => true, _ => Wake)
     private val wakePending = AtomicBoolean(false)
 
     /** Makes the loop look at the shared state again (at most one wake-up in flight). */
@@ -212,11 +231,16 @@ object ChannelMultiplexer:
       if onFull != OnFull.Drop then 0L
       else subs.find(_.out eq c).fold(0L)(_.dropped.get)
 
+    /** The control channel's dump, for tests (its `listeners=` count shows leftover registrations). */
+    private[async] def controlDump: String = control match
+      case c: SegmentChannel[?] => c.dump
+      case c                    => c.toString
+
     // ---------------------------------------------------------------------------------------------
     // The loop
 
     private[ChannelMultiplexer] def loop()(using Async): Unit =
-      val wakeSource: Async.Source[Event] = control.canRead.map(_ => Wake)
+      val wakeSource: Async.Source[Event] = wakes
       var seen: Vector[Pub] = null
       var reads: Vector[Async.Source[Event]] = Vector.empty
       var turn = 0
@@ -225,7 +249,9 @@ object ChannelMultiplexer:
           val now = pubs
           if now ne seen then
             seen = now
-            reads = now.map(PublisherRead(_))
+            // A removed publisher's values, or any offered after close, are refused and stay in
+            // the channel; a taken one carries the subscribers there are as it is taken.
+            reads = now.map(p => Tagged(p.channel.canRead, () => p.active && !closed, (r: Try[T]) => Got(p, r, subs)))
           val sources =
             if reads.isEmpty then Vector(wakeSource)
             else

@@ -45,6 +45,15 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
     assert(done.await(millis, java.util.concurrent.TimeUnit.MILLISECONDS), s"timed out after $millis ms waiting for $what")
     f.poll().get
 
+  private def dumpOf(c: Channel[?]): String = c match
+    case sc: SegmentChannel[?] => sc.dump
+    case other                 => other.toString
+
+  /** Listeners registered on `c`'s `canRead`, from its dump (`listeners=N`). */
+  private def registrations(c: Channel[?])(using Location): Int = listenersIn(dumpOf(c))
+  private def listenersIn(dump: String)(using Location): Int =
+    "listeners=(\\d+)".r.findFirstMatchIn(dump).map(_.group(1).toInt).getOrElse(fail(s"no listeners=N in the dump: $dump"))
+
   private def isBlocked(t: Thread): Boolean =
     val s = t.getState
     s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED
@@ -130,6 +139,30 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.close()
       assertClosedNext(sub, "after close")
       assert(!a.isClosed && !b.isClosed, "the multiplexer closed a publisher")
+
+  test("the loop leaves no registrations behind: an idle publisher and the control side stay clean"):
+    val values = 200
+    Async.blocking:
+      val m = ChannelMultiplexer[Int]()
+      val sub = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(sub)
+      val busy = SyncChannel[Int]()
+      val idle = SyncChannel[Int]()
+      m.addPublisher(busy)
+      m.addPublisher(idle)
+      (1 to values).foreach(busy.send) // each read is a race that idle loses
+      assertEquals(nextN(sub, values, "sub"), ok((1 to values)*))
+      // Now the loop waits in one race: at most its one registration is on idle.
+      val left = registrations(idle)
+      assert(left <= 1, s"$left registrations left on the idle publisher after $values lost races: ${dumpOf(idle)}")
+      val control = m match
+        case impl: ChannelMultiplexer.Impl[?] => impl.controlDump
+        case other                            => fail(s"not the implementation under test: $other")
+      val onControl = listenersIn(control)
+      assert(onControl <= 1, s"$onControl registrations left on the control channel after $values lost races: $control")
+      idle.send(-1) // and the live registration still reads
+      assertEquals(next(sub, "the idle publisher's value"), Success(-1))
+      m.close()
 
   test("a subscriber added later receives only the values read after it was added"):
     Async.blocking:
