@@ -1,0 +1,343 @@
+package asyncpipe.async
+
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicLong, AtomicReference}
+import scala.util.{Failure, Success, Try}
+
+/** Fans values in from many publisher channels and out to many subscriber channels: every value
+  * read from any publisher is handed to every current subscriber.
+  *
+  * ==Design==
+  * One loop, a [[Future]] started in the scope of the caller of `ChannelMultiplexer(...)` (so the
+  * multiplexer never outlives that scope), awaits a race of every current publisher's `canRead`
+  * and of an internal control channel. `addPublisher` / `removePublisher` / `close` change the
+  * shared state and then wake the loop through the control channel; the loop rebuilds its race
+  * whenever the set of publishers has changed, so a change takes effect at once, even while the
+  * loop is waiting. The race starts at a different publisher on each turn, so that one busy
+  * publisher cannot starve the others, and it reads each channel through a small source of its
+  * own (`Tagged`) that remembers the forwarder it registered, so that the registrations of every
+  * lost race are really dropped from the channels (with `canRead.map(...)` they were not: see
+  * `Tagged`).
+  *
+  * Every subscriber has its own queue, a `BufferedChannel` of `buffer` values, and its own
+  * delivery future (also in the caller's scope) that moves values from the queue to the
+  * subscriber's channel. The loop only puts values in queues, so a slow subscriber delays the
+  * others only once its own queue is full; what happens then is `onFull`:
+  *   - [[ChannelMultiplexer.OnFull.Block]]: the loop waits until that queue has room (it waits on
+  *     a promise that the delivery future completes after each value it takes out), and so stops
+  *     reading publishers meanwhile: back-pressure, nothing lost.
+  *   - [[ChannelMultiplexer.OnFull.Drop]]: the value is dropped for that subscriber only, and
+  *     counted (`dropped`). The loop never waits for a subscriber. "Full" is a matter of
+  *     timing: a subscriber that reads promptly can still drop values if its delivery future
+  *     falls `buffer` values behind a burst.
+  * Whether a queue is full is decided by a counter (values put in by the loop, minus values
+  * taken out by the delivery future), not by `trySend`, which may fail spuriously: the drop
+  * count is exact. A subscriber holds at most `buffer` values in its queue plus the one its
+  * delivery future is sending (plus whatever its own channel buffers).
+  *
+  * ==Semantics==
+  *   - Order: values of one publisher reach every subscriber in the order they were read (one
+  *     loop reads, FIFO queues deliver). Values of different publishers interleave freely.
+  *   - Publishers and subscribers are identified by reference; adding one twice is a no-op,
+  *     removing an unknown one is a no-op.
+  *   - `addPublisher`: its values are raced from then on. `removePublisher`: once it returns, no
+  *     further value is taken from that channel (the loop's reads of it refuse the value, which
+  *     stays in the channel for other readers). A publisher that reads
+  *     `Failure(ChannelClosedException)` (closed and drained) is removed; that failure is not
+  *     forwarded. Any other `Failure` a publisher reads is forwarded to the subscribers as it is.
+  *   - The subscribers of a value are those there were at the moment it was read (the set is
+  *     read while the value is being taken from its publisher). The loop puts a value in their
+  *     queues in the order they were added, and reads the next value only once it is done.
+  *   - `addSubscriber`: it receives every value the loop reads after the call returned, and none
+  *     read before it began. `removeSubscriber`: it receives nothing read after the call; values
+  *     already in its queue ARE still delivered (its delivery future drains the queue, then ends
+  *     without sending anything else). A value the loop read just before the removal may or may
+  *     not be among them.
+  *   - A subscriber whose channel is closed (its `send` throws `ChannelClosedException`) is
+  *     removed, with whatever its queue still held; the others are not disturbed.
+  *   - `close()` (idempotent, returns at once): the loop stops taking values as soon as `close`
+  *     returns (a value it had already taken is still handed out, except, under `Block`, to
+  *     subscribers whose queue was full at that moment). Every subscriber then receives, after
+  *     everything already queued for it, one `Failure(ChannelClosedException())`. Neither the
+  *     publishers nor the subscribers' channels are closed. After `close`, `addPublisher` and
+  *     `addSubscriber` throw `ChannelClosedException` (a value source or sink added to a closed
+  *     multiplexer would silently never be served); `removePublisher` and `removeSubscriber`
+  *     are no-ops (removal is typically cleanup), and `dropped` keeps answering with the final
+  *     counts.
+  *   - `dropped(c)`: values dropped for subscriber `c` because its queue was full (`Drop` only;
+  *     always 0 under `Block`, and 0 for a channel that is not, or no longer, a subscriber).
+  *   - When the caller's scope ends, the loop and every delivery future are cancelled with it; a
+  *     delivery future blocked on a subscriber that never reads lives until then.
+  */
+trait ChannelMultiplexer[T] extends java.io.Closeable:
+  def addPublisher(c: ReadableChannel[T]): Unit
+  def removePublisher(c: ReadableChannel[T]): Unit
+  def addSubscriber(c: SendableChannel[Try[T]]): Unit
+  def removeSubscriber(c: SendableChannel[Try[T]]): Unit
+  def close(): Unit
+  /** Values dropped for subscriber `c` because its queue was full (policy `Drop`); 0 otherwise. */
+  def dropped(c: SendableChannel[Try[T]]): Long
+
+object ChannelMultiplexer:
+  /** What the loop does with a value for a subscriber whose queue is full. */
+  enum OnFull:
+    /** Wait for room: a slow subscriber slows everyone down, nothing is lost. */
+    case Block
+    /** Drop the value for that subscriber (and count it); the others are not delayed. */
+    case Drop
+
+  /** A running multiplexer whose loop is a future of the current scope.
+    * @param buffer how many values wait in each subscriber's queue (at least 1)
+    */
+  def apply[T](buffer: Int = 16, onFull: OnFull = OnFull.Block)(using async: Async): ChannelMultiplexer[T] =
+    require(buffer >= 1, s"a multiplexer needs a buffer of at least 1 per subscriber, got $buffer")
+    val m = Impl[T](buffer, onFull, async)
+    Future(m.loop())
+    m
+
+  private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async) extends ChannelMultiplexer[T]:
+
+    private final class Pub(val channel: ReadableChannel[T]):
+      /** False once removed: the loop's pending reads of this channel refuse its values. */
+      @volatile var active = true
+
+    private final class Sub(val out: SendableChannel[Try[T]]):
+      val queue: BufferedChannel[Try[T]] = BufferedChannel[Try[T]](buffer)
+      /** Values the loop has put (or is putting) in `queue` and the delivery has not taken out. */
+      val queued = AtomicInteger(0)
+      val dropped = AtomicLong(0)
+      /** The promise the loop waits on for room (policy Block), if it is waiting. */
+      val roomWaiter = AtomicReference[Promise[Unit]](null)
+      /** Removed, detached or closed: the loop puts nothing more in `queue`. */
+      @volatile var gone = false
+      /** The multiplexer was closed: the delivery ends with a `Failure(ChannelClosedException)`. */
+      @volatile var terminal = false
+
+      /** Wakes the loop if it waits for room here; call after changing `queued`, `gone` or `closed`. */
+      def wake(): Unit =
+        val p = roomWaiter.getAndSet(null)
+        if p != null then p.complete(Success(()))
+
+    private sealed trait Event
+    private case object Wake extends Event
+    /** A value read from `pub`, with the subscribers there were when it was read. */
+    private final class Got(val pub: Pub, val value: Try[T], val targets: Vector[Sub]) extends Event
+
+    /** A source over `base` that offers `tag(value)` on, and refuses (leaving the value in
+      * `base`) whenever `accept()` is false. The loop reads publishers and the control channel
+      * through it.
+      *
+      * It keeps the forwarder it registered for each listener, so that `dropListener` hands
+      * `base` that very object. A race drops its losing registrations with
+      * `dropListener(k)`, and a channel finds a registration by its listener's identity: a new
+      * forwarder of the same `k` (which is what `map`/`filter` pass down) is not found, and the
+      * losing registration stays on the channel until its next value. The loop loses a race on
+      * every idle publisher and on the control channel at every value, so those would pile up.
+      */
+    private final class Tagged[A, B](base: Async.Source[A], accept: () => Boolean, tag: A => B) extends Async.Source[B]:
+      private val registered = ConcurrentHashMap[Listener[B], Forward]()
+      private final class Forward(k: Listener[B]) extends Listener.Forwarder[A, B](k, Tagged.this):
+        def apply(a: A): Boolean =
+          if accept() && k(tag(a)) then
+            registered.remove(k, this) // taken: nothing left to drop
+            true
+          else false
+      def poll(k: Listener[B]): Boolean = base.poll(Forward(k))
+      def onComplete(k: Listener[B]): Unit =
+        val f = Forward(k)
+        registered.put(k, f) // before registering: an offer may take it at once
+        base.onComplete(f)
+      def dropListener(k: Listener[B]): Unit =
+        val f = registered.remove(k)
+        if f != null then base.dropListener(f)
+
+    private val lock = Object()
+    // Immutable snapshots, replaced under `lock`, read by the loop without it.
+    @volatile private var pubs = Vector.empty[Pub]
+    @volatile private var subs = Vector.empty[Sub]
+    @volatile private var closed = false
+
+    private val control = UnboundedChannel[Unit]()
+    private val wakes = Tagged[Try[Unit], Event](control.canRead, () => true, _ => Wake)
+    private val wakePending = AtomicBoolean(false)
+
+    /** Makes the loop look at the shared state again (at most one wake-up in flight). */
+    private def signal(): Unit =
+      if wakePending.compareAndSet(false, true) then control.sendImmediately(())
+
+    // ---------------------------------------------------------------------------------------------
+    // The public operations (any thread, no Async needed)
+
+    def addPublisher(c: ReadableChannel[T]): Unit =
+      val added = lock.synchronized {
+        if closed then throw ChannelClosedException()
+        if pubs.exists(_.channel eq c) then false
+        else
+          pubs = pubs :+ Pub(c)
+          true
+      }
+      if added then signal()
+
+    def removePublisher(c: ReadableChannel[T]): Unit =
+      val removed = lock.synchronized {
+        if closed then false
+        else
+          pubs.find(_.channel eq c) match
+            case Some(p) =>
+              p.active = false // before returning: from now on the loop refuses this channel's values
+              pubs = pubs.filterNot(_ eq p)
+              true
+            case None => false
+      }
+      if removed then signal() // so the loop drops its registration on the channel now
+
+    def addSubscriber(c: SendableChannel[Try[T]]): Unit =
+      val added = lock.synchronized {
+        if closed then throw ChannelClosedException()
+        if subs.exists(_.out eq c) then null
+        else
+          val s = Sub(c)
+          subs = subs :+ s
+          s
+      }
+      if added != null then Future(deliver(added))(using scope)
+
+    def removeSubscriber(c: SendableChannel[Try[T]]): Unit =
+      val removed = lock.synchronized {
+        if closed then null
+        else
+          subs.find(_.out eq c) match
+            case Some(s) =>
+              subs = subs.filterNot(_ eq s)
+              s.gone = true
+              s
+            case None => null
+      }
+      if removed != null then
+        removed.queue.close() // the delivery drains what is queued, then ends
+        removed.wake()
+
+    def close(): Unit =
+      val first = lock.synchronized {
+        val was = closed
+        closed = true
+        !was
+      }
+      if first then
+        subs.foreach(_.wake()) // a loop waiting for room gives up
+        signal()
+
+    def dropped(c: SendableChannel[Try[T]]): Long =
+      if onFull != OnFull.Drop then 0L
+      else subs.find(_.out eq c).fold(0L)(_.dropped.get)
+
+    /** The control channel's dump, for tests (its `listeners=` count shows leftover registrations). */
+    private[async] def controlDump: String = control match
+      case c: SegmentChannel[?] => c.dump
+      case c                    => c.toString
+
+    // ---------------------------------------------------------------------------------------------
+    // The loop
+
+    private[ChannelMultiplexer] def loop()(using Async): Unit =
+      val wakeSource: Async.Source[Event] = wakes
+      var seen: Vector[Pub] = null
+      var reads: Vector[Async.Source[Event]] = Vector.empty
+      var turn = 0
+      try
+        while !closed do
+          val now = pubs
+          if now ne seen then
+            seen = now
+            // A removed publisher's values, or any offered after close, are refused and stay in
+            // the channel; a taken one carries the subscribers there are as it is taken.
+            reads = now.map(p => Tagged(p.channel.canRead, () => p.active && !closed, (r: Try[T]) => Got(p, r, subs)))
+          val sources =
+            if reads.isEmpty then Vector(wakeSource)
+            else
+              val k = turn % reads.length
+              turn += 1
+              (wakeSource +: reads.drop(k)) ++ reads.take(k)
+          Async.await(Async.race(sources*)) match
+            case Wake => wakePending.set(false) // then the state is read again
+            case got: Got =>
+              got.value match
+                case Failure(_: ChannelClosedException) => dropPublisher(got.pub)
+                case value                              => handOut(value, got.targets)
+      finally shutdown()
+
+    private def dropPublisher(p: Pub): Unit = lock.synchronized {
+      p.active = false
+      pubs = pubs.filterNot(_ eq p)
+    }
+
+    /** Puts `value` in the queue of every subscriber in `targets`, in the order they were added. */
+    private def handOut(value: Try[T], targets: Vector[Sub])(using Async): Unit =
+      var i = 0
+      while i < targets.length do
+        offer(targets(i), value)
+        i += 1
+
+    private def offer(s: Sub, value: Try[T])(using Async): Unit =
+      if !s.gone then
+        val room =
+          if s.queued.get < buffer then true
+          else
+            onFull match
+              case OnFull.Drop =>
+                s.dropped.incrementAndGet()
+                false
+              case OnFull.Block => awaitRoom(s)
+        if room then
+          s.queued.incrementAndGet() // only the loop increments: the queue has room, send won't block
+          try s.queue.send(value)
+          catch case _: ChannelClosedException => () // removed meanwhile: it gets nothing more
+
+    /** Waits until `s`'s queue has room; false if `s` went away or the multiplexer was closed. */
+    private def awaitRoom(s: Sub)(using Async): Boolean =
+      while s.queued.get >= buffer do
+        if s.gone || closed then return false
+        val p = Promise[Unit]()
+        s.roomWaiter.set(p)
+        // Checked again after publishing `p`: whoever changes the state then wakes `p`.
+        if s.queued.get >= buffer && !s.gone && !closed then Async.await(p)
+        s.roomWaiter.compareAndSet(p, null)
+      true
+
+    /** The loop's end (close, cancel or failure): every subscriber's queue closes for good. */
+    private def shutdown(): Unit =
+      val last = lock.synchronized {
+        closed = true
+        subs
+      }
+      last.foreach { s =>
+        s.terminal = true
+        s.gone = true
+        s.queue.close()
+        s.wake()
+      }
+
+    // ---------------------------------------------------------------------------------------------
+    // Delivery, one future per subscriber
+
+    private def deliver(s: Sub)(using Async): Unit =
+      try
+        var open = true
+        while open do
+          s.queue.read() match
+            case Success(v) =>
+              s.queued.decrementAndGet()
+              s.wake()
+              s.out.send(v)
+            case Failure(_) => // closed and drained
+              open = false
+              if s.terminal then s.out.send(Failure(ChannelClosedException()))
+      catch case _: ChannelClosedException => detach(s) // the subscriber's own channel is closed
+
+    private def detach(s: Sub): Unit =
+      lock.synchronized {
+        if !closed then subs = subs.filterNot(_ eq s) // after close the set stays, for `dropped`
+        s.gone = true
+      }
+      s.queue.close()
+      s.wake()
