@@ -21,12 +21,14 @@ object Listener:
     def apply(value: T): Boolean = f(value)
 
   /** A listener forwarding to `inner` after a transformation; it equals every other forwarder of
-    * the same `inner` and `source`, so `dropListener(k)` on a derived source can find what
-    * `onComplete(k)` registered without keeping a table.
+    * an equal `inner` and the same `source`, so `dropListener(k)` on a derived source can find
+    * what `onComplete(k)` registered without keeping a table. Equality recurses through nested
+    * forwarders (a race over a mapped channel read registers a forwarder of a forwarder) and ends
+    * at the waiting listener, compared by identity.
     */
   private[async] abstract class Forwarder[-T, U](val inner: Listener[U], val source: AnyRef) extends Listener[T]:
     override def isDone: Boolean = inner.isDone
     override def equals(that: Any): Boolean = that match
-      case f: Forwarder[?, ?] => (f.inner eq inner) && (f.source eq source)
+      case f: Forwarder[?, ?] => (f.source eq source) && f.inner == inner
       case _                  => false
-    override def hashCode: Int = System.identityHashCode(inner) * 31 + System.identityHashCode(source)
+    override def hashCode: Int = inner.hashCode * 31 + System.identityHashCode(source)

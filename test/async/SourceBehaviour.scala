@@ -153,6 +153,20 @@ abstract class SourceBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdo
     base.offer(1)
     assertEquals(k.calls, 0)
 
+  test("a race lost through two derived layers leaves no registration on the base"):
+    // regression: forwarder equality compared the inner listener by identity, so dropping
+    // map(filter(base)) built a new inner forwarder that matched nothing and leaked the original
+    val base = ProbeSource.ephemeral[Int]()
+    val other = ProbeSource.ephemeral[Int]()
+    val race = Async.race(base.filter(_ > 0).map(_ * 10), other)
+    val k = Recorder[Int]()
+    race.onComplete(k)
+    assertEquals(base.registered, 1, "the race did not register through the derived layers")
+    other.offer(7)
+    awaitLatch(k.called, "the race to be won by the other source")
+    assertEquals(k.values, List(7))
+    assertEquals(base.registered, 0, "the losing registration through filter and map stayed on the base")
+
   test("filter on a persistent source: only matching values pass, and the source keeps its value"):
     val p = completed(3)
     val src: Async.Source[Try[Int]] = p
