@@ -1,6 +1,5 @@
 package asyncpipe.async
 
-import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicLong, AtomicReference}
 import scala.util.{Failure, Success, Try}
 
@@ -14,10 +13,9 @@ import scala.util.{Failure, Success, Try}
   * shared state and then wake the loop through the control channel; the loop rebuilds its race
   * whenever the set of publishers has changed, so a change takes effect at once, even while the
   * loop is waiting. The race starts at a different publisher on each turn, so that one busy
-  * publisher cannot starve the others, and it reads each channel through a small source of its
-  * own (`Tagged`) that remembers the forwarder it registered, so that the registrations of every
-  * lost race are really dropped from the channels (with `canRead.map(...)` they were not: see
-  * `Tagged`).
+  * publisher cannot starve the others. A publisher is read through
+  * `canRead.filter(still active).map(...)`: a read that reaches a removed publisher refuses the
+  * value, which stays in that channel.
   *
   * Every subscriber has its own queue, a `BufferedChannel` of `buffer` values, and its own
   * delivery future (also in the caller's scope) that moves values from the queue to the
@@ -134,23 +132,6 @@ object ChannelMultiplexer:
       * losing registration stays on the channel until its next value. The loop loses a race on
       * every idle publisher and on the control channel at every value, so those would pile up.
       */
-    private final class Tagged[A, B](base: Async.Source[A], accept: () => Boolean, tag: A => B) extends Async.Source[B]:
-      private val registered = ConcurrentHashMap[Listener[B], Forward]()
-      private final class Forward(k: Listener[B]) extends Listener.Forwarder[A, B](k, Tagged.this):
-        def apply(a: A): Boolean =
-          if accept() && k(tag(a)) then
-            registered.remove(k, this) // taken: nothing left to drop
-            true
-          else false
-      def poll(k: Listener[B]): Boolean = base.poll(Forward(k))
-      def onComplete(k: Listener[B]): Unit =
-        val f = Forward(k)
-        registered.put(k, f) // before registering: an offer may take it at once
-        base.onComplete(f)
-      def dropListener(k: Listener[B]): Unit =
-        val f = registered.remove(k)
-        if f != null then base.dropListener(f)
-
     private val lock = Object()
     // Immutable snapshots, replaced under `lock`, read by the loop without it.
     @volatile private var pubs = Vector.empty[Pub]
@@ -158,7 +139,7 @@ object ChannelMultiplexer:
     @volatile private var closed = false
 
     private val control = UnboundedChannel[Unit]()
-    private val wakes = Tagged[Try[Unit], Event](control.canRead, () => true, _ => Wake)
+    private val wakes = control.canRead.map[Event](_ => Wake)
     private val wakePending = AtomicBoolean(false)
 
     /** Makes the loop look at the shared state again (at most one wake-up in flight). */
@@ -251,7 +232,7 @@ object ChannelMultiplexer:
             seen = now
             // A removed publisher's values, or any offered after close, are refused and stay in
             // the channel; a taken one carries the subscribers there are as it is taken.
-            reads = now.map(p => Tagged(p.channel.canRead, () => p.active && !closed, (r: Try[T]) => Got(p, r, subs)))
+            reads = now.map(p => p.channel.canRead.filter(_ => p.active && !closed).map[Event](r => Got(p, r, subs)))
           val sources =
             if reads.isEmpty then Vector(wakeSource)
             else
