@@ -15,9 +15,21 @@ class ReadmeTest extends munit.FunSuite:
       s"$first $retried" // leaving the block cancels `slow` and waits for its thread to end
     assertEquals(answer, "fast 42")
 
-  test("README: the snippet in the README is the one tested here"):
+  test("README: the channel snippet sums what was sent before the close and takes one raced value"):
+    val report = Async.blocking:
+      val numbers = BufferedChannel[Int](16)
+      Future { for i <- 1 to 100 do numbers.send(i); numbers.close() } // readers still drain after close
+      val sum = Iterator.continually(numbers.read()).takeWhile(_.isSuccess).map(_.get).sum
+      val (a, b) = (SyncChannel[String](), SyncChannel[String]())
+      Future { b.send("b") }
+      val picked = Async.await(Async.race(a.canRead, b.canRead)).get // exactly one value is taken
+      s"$sum $picked"
+    assertEquals(report, "5050 b")
+
+  test("README: the snippets in the README are the ones tested here"):
     val readme = os.read(os.Path(sys.env("ASYNCPIPE_ROOT")) / "README.md")
     val tested = os.read(os.Path(sys.env("ASYNCPIPE_ROOT")) / "test" / "ReadmeTest.scala")
-    val snippet = readme.split("```scala\n")(1).split("```")(0)
-    val body = snippet.linesIterator.drop(2).map(_.trim).filter(_.nonEmpty).toSeq // after the import
-    for line <- body do assert(tested.contains(line), s"README line not in ReadmeTest: $line")
+    val snippets = readme.split("```scala\n").drop(1).map(_.split("```")(0)).toSeq
+    assertEquals(snippets.size, 2, "README scala snippets")
+    for snippet <- snippets; line <- snippet.linesIterator.drop(2).map(_.trim).filter(_.nonEmpty) do // after the import
+      assert(tested.contains(line), s"README line not in ReadmeTest: $line")
