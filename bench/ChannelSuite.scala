@@ -27,23 +27,23 @@ object ChannelSuite extends Suite:
   private val threadBean = ManagementFactory.getThreadMXBean.asInstanceOf[com.sun.management.ThreadMXBean]
 
   def run(h: Harness): SuiteResult =
-    val rendezvous = h.measure("SyncChannel", 200_000) { k =>
+    val rendezvous = h.measure("SyncChannel", 100_000) { k =>
       val ch = SyncChannel[Elem]()
       transfer("SyncChannel", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
     }
-    val synchronousQueue = h.measure("SynchronousQueue put/take", 200_000) { k =>
+    val synchronousQueue = h.measure("SynchronousQueue put/take", 100_000) { k =>
       val q = SynchronousQueue[Elem]()
       transfer("SynchronousQueue", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
     }
-    val spin = h.measure("spin hand-off on two volatiles", 200_000) { k =>
+    val spin = h.measure("spin hand-off on two volatiles", 100_000) { k =>
       val cell = SpinCell()
       transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
     }
-    val buffered16 = h.measure("BufferedChannel(16)", 1_000_000) { k =>
+    val buffered16 = h.measure("BufferedChannel(16)", 500_000) { k =>
       val ch = BufferedChannel[Elem](16)
       transfer("BufferedChannel(16)", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
     }
-    val arrayQueue16 = h.measure("ArrayBlockingQueue(16)", 1_000_000) { k =>
+    val arrayQueue16 = h.measure("ArrayBlockingQueue(16)", 500_000) { k =>
       val q = ArrayBlockingQueue[Elem](16)
       transfer("ArrayBlockingQueue(16)", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
     }
@@ -53,21 +53,21 @@ object ChannelSuite extends Suite:
     val arrayQueue100Body = (k: Int) =>
       val q = ArrayBlockingQueue[Elem](100)
       transfer("ArrayBlockingQueue(100)", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
-    val buffered100 = withAllocation(h, "BufferedChannel(100)", 1_000_000)(buffered100Body)
-    val arrayQueue100 = withAllocation(h, "ArrayBlockingQueue(100)", 1_000_000)(arrayQueue100Body)
-    val unbounded = h.measure("UnboundedChannel", 1_000_000) { k =>
+    val buffered100 = withAllocation(h, "BufferedChannel(100)", 500_000)(buffered100Body)
+    val arrayQueue100 = withAllocation(h, "ArrayBlockingQueue(100)", 500_000)(arrayQueue100Body)
+    val unbounded = h.measure("UnboundedChannel", 500_000) { k =>
       val ch = UnboundedChannel[Elem]()
       transfer("UnboundedChannel", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
     }
-    val transferQueue = h.measure("LinkedTransferQueue put/take", 1_000_000) { k =>
+    val transferQueue = h.measure("LinkedTransferQueue put/take", 500_000) { k =>
       val q = LinkedTransferQueue[Elem]()
       transfer("LinkedTransferQueue", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
     }
-    val buffered100x4 = h.measure("BufferedChannel(100), 4 to 4", 1_000_000) { k =>
+    val buffered100x4 = h.measure("BufferedChannel(100), 4 to 4", 500_000) { k =>
       val ch = BufferedChannel[Elem](100)
       transfer("BufferedChannel(100) 4x4", k, 4, 4)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
     }
-    val arrayQueue100x4 = h.measure("ArrayBlockingQueue(100), 4 to 4", 1_000_000) { k =>
+    val arrayQueue100x4 = h.measure("ArrayBlockingQueue(100), 4 to 4", 500_000) { k =>
       val q = ArrayBlockingQueue[Elem](100)
       transfer("ArrayBlockingQueue(100) 4x4", k, 4, 4)((x, _) => q.put(x))(_ => q.take())
     }
