@@ -8,7 +8,8 @@ import java.util.concurrent.atomic.AtomicReference
 /** Channels: values handed from sender threads to receiver threads, against the
   * java.util.concurrent queue of the same shape (rendezvous, bounded, unbounded), against a spin
   * hand-off on two volatile cells (what a rendezvous could cost at best), and through a
-  * multiplexer. Bytes allocated per element on `BufferedChannel(100)`.
+  * `ChannelMultiplexer` against one plain channel. Bytes allocated per element on
+  * `BufferedChannel(100)`.
   *
   * Every iteration builds a fresh channel or queue, starts its sender and receiver virtual
   * threads and joins them: the same `transfer` does this for every subject and baseline, so
@@ -19,7 +20,7 @@ import java.util.concurrent.atomic.AtomicReference
   */
 object ChannelSuite extends Suite:
   val name = "channels"
-  val description = "channels vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue and a spin hand-off; B/op"
+  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off; B/op"
 
   private type Elem = java.lang.Long
   private val Mask = 1023
@@ -77,10 +78,29 @@ object ChannelSuite extends Suite:
       Comparison(buffered100, arrayQueue100, Some(">= 1.0x")),
       Comparison(unbounded, transferQueue, Some(">= 1.0x")),
       Comparison(buffered100x4, arrayQueue100x4, Some(">= 1.0x")),
-      Comparison(rendezvous, spin, Some(">= 0.3x"))
+      Comparison(rendezvous, spin, Some(">= 0.3x")),
+      multiplexed(h, buffered16)
     ), buffered100.bytesPerOp.toSeq.map { b =>
       Figure("BufferedChannel(100) allocation per element", b, "B/op", Some("<= 16 B/op"))
     })
+
+  /** One publisher and one subscriber (both `BufferedChannel(16)`) through a multiplexer, against
+    * `plain`: the same transfer on one `BufferedChannel(16)`. The multiplexer's loop and delivery
+    * futures live in a scope of the measured body, so they start and end in every iteration.
+    */
+  private def multiplexed(h: Harness, plain: Measurement): Comparison =
+    val m = h.measure("ChannelMultiplexer, 1 to 1", 500_000) { k =>
+      Async.blocking {
+        val pub = BufferedChannel[Elem](16)
+        val sub = BufferedChannel[scala.util.Try[Elem]](16)
+        val mux = ChannelMultiplexer[Elem](buffer = 16)
+        mux.addPublisher(pub)
+        mux.addSubscriber(sub)
+        transfer("ChannelMultiplexer", k, 1, 1)((x, a) => pub.send(x)(using a))(a => sub.read()(using a).get.get)
+        mux.close()
+      }
+    }
+    Comparison(m, plain, Some(">= 0.5x"))
 
   /** `h.measure`, then one more call of `body` whose allocation is counted over all threads: the
     * Harness counts the calling thread only, and here the work is done by the virtual threads
