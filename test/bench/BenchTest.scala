@@ -42,6 +42,8 @@ class BenchTest extends munit.FunSuite:
     for suite <- json("suites").arr; f <- suite("figures").arr do
       assert(f("value").num >= 0 && f("unit").str.nonEmpty, f.toString)
     assert(comparisons >= 4, s"only $comparisons comparisons")
+    val channels = json("suites").arr.find(_("name").str == "channels").getOrElse(fail("no channels suite"))
+    assert(channels("figures").arr.exists(f => f("unit").str == "B/op" && f("value").num > 0), channels("figures").toString)
     val svg = os.read(dir / "b.svg")
     assert(svg.startsWith("<svg"), svg.take(100))
     assertEquals("<rect x=".r.findAllIn(svg).size, comparisons)

@@ -1,0 +1,192 @@
+package asyncpipe.bench
+
+import asyncpipe.async.*
+import java.lang.management.ManagementFactory
+import java.util.concurrent.{ArrayBlockingQueue, LinkedTransferQueue, SynchronousQueue}
+import java.util.concurrent.atomic.AtomicReference
+
+/** Channels: values handed from sender threads to receiver threads, against the
+  * java.util.concurrent queue of the same shape (rendezvous, bounded, unbounded), against a spin
+  * hand-off on two volatile cells (what a rendezvous could cost at best), and through a
+  * `ChannelMultiplexer` against one plain channel. Bytes allocated per element on
+  * `BufferedChannel(100)`.
+  *
+  * Every iteration builds a fresh channel or queue, starts its sender and receiver virtual
+  * threads and joins them: the same `transfer` does this for every subject and baseline, so
+  * thread start, `Async.blocking` and join cost both sides alike. The elements are
+  * `java.lang.Long`s boxed in advance (a table of 1,024), so neither side allocates boxes and the
+  * allocation figure is the channel's own. The receivers sum what they take; `transfer` fails if
+  * the sum is not that of the values sent.
+  */
+object ChannelSuite extends Suite:
+  val name = "channels"
+  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off; B/op"
+
+  private type Elem = java.lang.Long
+  private val Mask = 1023
+  private val boxes: Array[Elem] = Array.tabulate(Mask + 1)(i => java.lang.Long.valueOf(i.toLong))
+  private val threadBean = ManagementFactory.getThreadMXBean.asInstanceOf[com.sun.management.ThreadMXBean]
+
+  def run(h: Harness): SuiteResult =
+    val rendezvous = h.measure("SyncChannel", 100_000) { k =>
+      val ch = SyncChannel[Elem]()
+      transfer("SyncChannel", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+    }
+    val synchronousQueue = h.measure("SynchronousQueue put/take", 100_000) { k =>
+      val q = SynchronousQueue[Elem]()
+      transfer("SynchronousQueue", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
+    }
+    val spin = h.measure("spin hand-off on two volatiles", 100_000) { k =>
+      val cell = SpinCell()
+      transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
+    }
+    val buffered16 = h.measure("BufferedChannel(16)", 500_000) { k =>
+      val ch = BufferedChannel[Elem](16)
+      transfer("BufferedChannel(16)", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+    }
+    val arrayQueue16 = h.measure("ArrayBlockingQueue(16)", 500_000) { k =>
+      val q = ArrayBlockingQueue[Elem](16)
+      transfer("ArrayBlockingQueue(16)", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
+    }
+    val buffered100Body = (k: Int) =>
+      val ch = BufferedChannel[Elem](100)
+      transfer("BufferedChannel(100)", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+    val arrayQueue100Body = (k: Int) =>
+      val q = ArrayBlockingQueue[Elem](100)
+      transfer("ArrayBlockingQueue(100)", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
+    val buffered100 = withAllocation(h, "BufferedChannel(100)", 500_000)(buffered100Body)
+    val arrayQueue100 = withAllocation(h, "ArrayBlockingQueue(100)", 500_000)(arrayQueue100Body)
+    val unbounded = h.measure("UnboundedChannel", 500_000) { k =>
+      val ch = UnboundedChannel[Elem]()
+      transfer("UnboundedChannel", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+    }
+    val transferQueue = h.measure("LinkedTransferQueue put/take", 500_000) { k =>
+      val q = LinkedTransferQueue[Elem]()
+      transfer("LinkedTransferQueue", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
+    }
+    val buffered100x4 = h.measure("BufferedChannel(100), 4 to 4", 500_000) { k =>
+      val ch = BufferedChannel[Elem](100)
+      transfer("BufferedChannel(100) 4x4", k, 4, 4)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+    }
+    val arrayQueue100x4 = h.measure("ArrayBlockingQueue(100), 4 to 4", 500_000) { k =>
+      val q = ArrayBlockingQueue[Elem](100)
+      transfer("ArrayBlockingQueue(100) 4x4", k, 4, 4)((x, _) => q.put(x))(_ => q.take())
+    }
+    SuiteResult(name, Seq(
+      Comparison(rendezvous, synchronousQueue, Some(">= 1.0x")),
+      Comparison(buffered16, arrayQueue16, Some(">= 1.0x")),
+      Comparison(buffered100, arrayQueue100, Some(">= 1.0x")),
+      Comparison(unbounded, transferQueue, Some(">= 1.0x")),
+      Comparison(buffered100x4, arrayQueue100x4, Some(">= 1.0x")),
+      Comparison(rendezvous, spin, Some(">= 0.3x")),
+      multiplexed(h, buffered16)
+    ), buffered100.bytesPerOp.toSeq.map { b =>
+      Figure("BufferedChannel(100) allocation per element", b, "B/op", Some("<= 16 B/op"))
+    })
+
+  /** One publisher and one subscriber (both `BufferedChannel(16)`) through a multiplexer, against
+    * `plain`: the same transfer on one `BufferedChannel(16)`. The multiplexer's loop and delivery
+    * futures live in a scope of the measured body, so they start and end in every iteration.
+    */
+  private def multiplexed(h: Harness, plain: Measurement): Comparison =
+    val m = h.measure("ChannelMultiplexer, 1 to 1", 500_000) { k =>
+      Async.blocking {
+        val pub = BufferedChannel[Elem](16)
+        val sub = BufferedChannel[scala.util.Try[Elem]](16)
+        val mux = ChannelMultiplexer[Elem](buffer = 16)
+        mux.addPublisher(pub)
+        mux.addSubscriber(sub)
+        transfer("ChannelMultiplexer", k, 1, 1)((x, a) => pub.send(x)(using a))(a => sub.read()(using a).get.get)
+        mux.close()
+      }
+    }
+    Comparison(m, plain, Some(">= 0.5x"))
+
+  /** `h.measure`, then one more call of `body` whose allocation is counted over all threads: the
+    * Harness counts the calling thread only, and here the work is done by the virtual threads
+    * `transfer` starts (whose own counters read -1; their carriers are counted).
+    */
+  private def withAllocation(h: Harness, name: String, fullOps: Int)(body: Int => Unit): Measurement =
+    var ops = 0
+    val m = h.measure(name, fullOps) { k => ops = k; body(k) }
+    val before = threadBean.getTotalThreadAllocatedBytes
+    body(ops)
+    val after = threadBean.getTotalThreadAllocatedBytes
+    if before < 0 || after < 0 then m else m.copy(bytesPerOp = Some((after - before).toDouble / ops))
+
+  /** Sends the values `boxes(i & Mask)` for `i` in `0 until k` from `senders` virtual threads
+    * (sender `j` sends `i = j, j + senders, ...`) to `receivers` virtual threads (each takes its
+    * share of `k`), all started and joined here; fails if a thread failed or the received values
+    * do not sum to the sent ones. Inline, so that each subject's loops call its own operations.
+    */
+  private inline def transfer(label: String, k: Int, senders: Int, receivers: Int)(
+      inline send: (Elem, Async) => Unit
+  )(inline take: Async => Elem): Unit =
+    val sums = new Array[Long](receivers)
+    val failure = AtomicReference[Throwable]()
+    val threads = new Array[Thread](senders + receivers)
+    def guarded(body: Async ?=> Unit): Runnable = () =>
+      try Async.blocking(body)
+      catch
+        case e: Throwable =>
+          if failure.compareAndSet(null, e) then
+            threads.foreach(t => if t != null && (t ne Thread.currentThread) then t.interrupt())
+    for r <- 0 until receivers do
+      threads(r) = Thread.ofVirtual().unstarted(guarded {
+        val a = summon[Async]
+        var n = share(r, receivers, k)
+        var sum = 0L
+        while n > 0 do
+          sum += take(a).longValue
+          n -= 1
+        sums(r) = sum
+      })
+    for s <- 0 until senders do
+      threads(receivers + s) = Thread.ofVirtual().unstarted(guarded {
+        val a = summon[Async]
+        var i = s
+        while i < k do
+          send(boxes(i & Mask), a)
+          i += senders
+      })
+    threads.foreach(_.start())
+    threads.foreach(_.join())
+    val e = failure.get
+    if e != null then throw IllegalStateException(s"$label: a sender or receiver failed", e)
+    val got = sums.sum
+    val expected = sentSum(k)
+    if got != expected then throw IllegalStateException(s"$label: received values sum to $got, sent $expected")
+
+  /** How many of `k` elements receiver `j` of `parts` takes. */
+  private def share(j: Int, parts: Int, k: Int): Int = k / parts + (if j < k % parts then 1 else 0)
+
+  /** The sum of `i & Mask` for `i` in `0 until k`. */
+  private def sentSum(k: Int): Long =
+    val n = Mask + 1L
+    val r = k % n
+    (k / n) * (n * (n - 1) / 2) + r * (r - 1) / 2
+
+  /** The ideal rendezvous: the sender waits for the cell to be empty, fills it; the receiver waits
+    * for it to be full, empties it. Both spin (`onSpinWait`), yielding the carrier every 1,024
+    * spins so that a busy machine with fewer free carriers than spinners still progresses.
+    */
+  private final class SpinCell:
+    @volatile private var value: Elem = null
+    @volatile private var full = false
+
+    def put(x: Elem): Unit =
+      spinUntil(!full)
+      value = x
+      full = true
+
+    def take(): Elem =
+      spinUntil(full)
+      val x = value
+      full = false
+      x
+
+    private inline def spinUntil(inline ready: Boolean): Unit =
+      var spins = 0
+      while !ready do
+        spins += 1
+        if (spins & 1023) == 0 then Thread.`yield`() else Thread.onSpinWait()
