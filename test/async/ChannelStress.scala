@@ -1,0 +1,412 @@
+package asyncpipe.async
+
+import java.lang.management.ManagementFactory
+import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue, CountDownLatch, TimeUnit}
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicIntegerArray, AtomicLong, AtomicReferenceArray}
+import java.util.concurrent.locks.LockSupport
+import scala.collection.mutable
+import scala.jdk.CollectionConverters.*
+import scala.util.{Failure, Random, Success, Try}
+import munit.{Assertions, Location}
+import Support.*
+
+/** Channel stress under random cancellation, and the memory a cancelled waiter leaves behind.
+  *
+  * ==Exactly-once under cancellation==
+  * For each kind (rendezvous, buffered 1, 2, 31, 33 — one short of a segment and one past it —
+  * and unbounded) and each way of reading, `N` senders each send an increasing sequence of
+  * tagged values `(sender, seq)` while `M` readers read, and a canceller cancels the senders'
+  * and readers' futures at random, mostly while they are blocked in the channel. A cancelled
+  * actor carries on in a new future. When every sender has decided every value, the channels
+  * are closed and drained. Then:
+  *   - every value read was sent by a send that returned normally, and was read once only;
+  *   - every send that returned normally was read (close + drain loses nothing);
+  *   - a send that threw `CancellationException` was read by nobody;
+  *   - each reader saw each sender's values in increasing order (per-sender FIFO);
+  *   - each channel passes `checkInvariants()` once quiescent.
+  * Ways of reading: `read()`; a mix of `read()`, `canRead.await`, a filtered `canRead` and
+  * `tryRead()` (senders mixing `trySend` and `send`); and `Async.race` over three channels'
+  * `canRead` (Go's `select`), plain and nested.
+  *
+  * ==No garbage from cancelled waiters==
+  * Readers blocked on an empty rendezvous channel (and senders blocked on a full buffered one)
+  * are cancelled by the hundred thousand; the heap retained afterwards must not grow with their
+  * number, and the channel must still pair a send with a read.
+  *
+  * Sizes scale with the environment variable `ASYNCPIPE_STRESS` (a multiplier, default 1: a few
+  * seconds per runtime; 100 for the long on-demand run). The canceller's random choices come
+  * from a seed printed in every failure; `ASYNCPIPE_SEED` replays the choices (not the thread
+  * schedule, which no seed controls).
+  */
+abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
+  given Runtime = runtime
+  import ChannelStress.*
+
+  // Long on-demand runs need more than the default 30 s per test.
+  override def watchdog = scala.concurrent.duration.Duration(30L * math.max(1, Factor / 4), TimeUnit.SECONDS)
+
+  // ---------------------------------------------------------------------------------------------
+  // Exactly-once under cancellation
+
+  private val Kinds = Seq(0, 1, 2, 31, 33, SegmentChannel.Unbounded)
+
+  for (mode, plan) <- Seq(
+      ReadMode.Read -> Plan(senders = 3, readers = 2, perSender = 600 * Factor, channels = 1),
+      ReadMode.Mixed -> Plan(senders = 3, readers = 3, perSender = 400 * Factor, channels = 1),
+      ReadMode.Race -> Plan(senders = 3, readers = 2, perSender = 400 * Factor, channels = 3)
+    )
+  do
+    test(s"exactly once under random cancels: ${plan.senders} senders, ${plan.readers} readers, ${mode.describe}, every kind"):
+      val seed = seedFrom(s"$mode")
+      var cancels = 0L
+      for cap <- Kinds do
+        cancels += runExactlyOnce(cap, mode, plan, seed + cap)
+      assert(cancels > 0, s"the canceller cancelled nothing (seed $seed): the test did not test cancellation")
+
+  /** One run; returns the number of cancels that landed on a pending future. */
+  private def runExactlyOnce(cap: Int, mode: ReadMode, plan: Plan, seed: Long)(using Location): Long =
+    val channels = Vector.fill(plan.channels)(make[Long](cap))
+    val run = Run(cap, mode, plan, seed, channels)
+    Async.blocking:
+      val senders = (0 until plan.senders).map(s => run.supervise(s, run.Sender(s)))
+      val readers = (0 until plan.readers).map(r => run.supervise(plan.senders + r, run.Reader(r)))
+      run.cancelWhile(!senders.forall(_.isCompleted))
+      channels.foreach(_.close())
+      run.cancelWhile(!readers.forall(_.isCompleted))
+      (senders ++ readers).foreach(f => resultWithin(f, s"${run.where}: an actor") match
+        case Failure(e) => Assertions.fail(s"${run.where}: an actor failed: $e", e)
+        case _          => ())
+    run.verify()
+    run.cancels.get
+
+  /** The state of one exactly-once run: actors, their records, the canceller. */
+  private final class Run(cap: Int, mode: ReadMode, plan: Plan, seed: Long, channels: Vector[Channel[Long]]):
+    val where = s"${kindName(cap)}, ${mode.describe}, seed $seed"
+    private val actors = plan.senders + plan.readers
+    /** What each send ended as: Unknown, Sent (returned normally), Cancelled, or Closed. */
+    private val outcome = Vector.fill(plan.senders)(AtomicIntegerArray(plan.perSender))
+    /** Per reader: (channel index, value), in the order read. */
+    private val received = Vector.fill(plan.readers)(ConcurrentLinkedQueue[(Int, Long)]())
+    private val errors = ConcurrentLinkedQueue[String]()
+    /** The running epoch of each actor, and its thread, for the canceller. */
+    private val epochs = AtomicReferenceArray[Future[?]](actors)
+    private val threads = AtomicReferenceArray[Thread](actors)
+    private val progress = AtomicLong()
+    val cancels = AtomicLong()
+
+    /** Runs `actor` in a fresh future, epoch after epoch, until it reports that it is finished;
+      * a cancel ends only the current epoch. The next epoch starts once the previous body has
+      * ended, so an actor's operations never overlap.
+      */
+    def supervise(slot: Int, actor: Actor)(using Async): Future[Unit] = Future:
+      var finished = false
+      while !finished do
+        val ended = CountDownLatch(1)
+        val done = AtomicBoolean(false)
+        val f = Future:
+          try
+            threads.set(slot, Thread.currentThread)
+            done.set(actor.epoch())
+          catch
+            case e: Throwable =>
+              errors.add(s"actor $slot died: $e")
+              done.set(true)
+          finally ended.countDown()
+        epochs.set(slot, f)
+        if !ended.await(Patience * 4, TimeUnit.MILLISECONDS) then
+          errors.add(s"actor $slot: an epoch did not end")
+          finished = true
+        else finished = done.get
+      epochs.set(slot, null)
+
+    private def channelOf(sender: Int): Int = sender % plan.channels
+
+    /** Sends this sender's values from where the last epoch stopped. */
+    final class Sender(s: Int) extends Actor:
+      private val rnd = Random(seed * 31 + s)
+      private var next = 0 // carried from epoch to epoch (the supervisor's latch orders them)
+      def epoch()(using Async): Boolean =
+        val ch = channels(channelOf(s))
+        var cancelled = false
+        while !cancelled && next < plan.perSender do
+          val v = tag(s, next)
+          val result =
+            try
+              if mode == ReadMode.Mixed && rnd.nextInt(3) == 0 && ch.trySend(v) then Sent
+              else
+                ch.send(v)
+                Sent
+            catch
+              case _: CancellationException  => cancelled = true; Cancelled
+              case _: ChannelClosedException => Closed
+          outcome(s).set(next, result)
+          next += 1
+          progress.incrementAndGet()
+        !cancelled
+
+    /** Reads until every channel it reads is closed and drained. */
+    final class Reader(r: Int) extends Actor:
+      private val rnd = Random(seed * 37 + 1000 + r)
+      private val open = mutable.BitSet((0 until plan.channels)*)
+      private val mine = received(r)
+      def epoch()(using Async): Boolean =
+        try
+          while open.nonEmpty do
+            val (i, t) = mode match
+              case ReadMode.Read  => (0, channels(0).read())
+              case ReadMode.Mixed => (0, mixedRead(channels(0), rnd))
+              case ReadMode.Race  => raceRead(open.toIndexedSeq, rnd)
+            t match
+              case Success(v)                         => mine.add((i, v)); progress.incrementAndGet()
+              case Failure(_: ChannelClosedException) => open -= i
+              case Failure(e)                         => errors.add(s"reader $r read $t"); open.clear()
+          true
+        catch case _: CancellationException => false
+
+    private def mixedRead(ch: Channel[Long], rnd: Random)(using Async): Try[Long] = rnd.nextInt(4) match
+      case 0 => ch.read()
+      case 1 => ch.canRead.await
+      case 2 => // only values of even sequence numbers, and the end: the others stay for other readers
+        ch.canRead.filter { case Success(v) => seqOf(v) % 2 == 0; case _ => true }.await
+      case _ => ch.tryRead() match
+        case Some(t) => t
+        case None    => ch.read()
+
+    private def raceRead(open: IndexedSeq[Int], rnd: Random)(using Async): (Int, Try[Long]) =
+      val sources = open.map(i => channels(i).canRead.map(t => (i, t)))
+      val race =
+        if sources.size >= 3 && rnd.nextBoolean() then Async.race(Async.race(sources(0), sources(1)) +: sources.drop(2)*)
+        else Async.race(sources*)
+      race.await
+
+    /** Cancels random epochs while `cond` holds: mostly ones blocked in the channel, sometimes
+      * any. Pacing by a short random park is not synchronisation: it only spreads the cancels.
+      */
+    def cancelWhile(cond: => Boolean)(using Location): Unit =
+      val rnd = Random(seed)
+      var lastProgress = progress.get
+      var lastChange = System.nanoTime()
+      while cond do
+        val slot = rnd.nextInt(actors)
+        val f = epochs.get(slot)
+        val t = threads.get(slot)
+        if f != null && t != null && !f.isCompleted then
+          val blocked = t.getState == Thread.State.WAITING
+          if blocked || rnd.nextInt(8) == 0 then
+            f.cancel()
+            cancels.incrementAndGet()
+        LockSupport.parkNanos(rnd.between(20_000, 300_000))
+        val p = progress.get
+        if p != lastProgress then
+          lastProgress = p
+          lastChange = System.nanoTime()
+        else if millisSince(lastChange) > Patience then
+          Assertions.fail(s"$where: no progress for $Patience ms\n${summary()}")
+
+    private def summary(): String =
+      val decided = outcome.map(a => (0 until a.length).count(a.get(_) != Unknown))
+      s"senders decided ${decided.mkString("/")} of ${plan.perSender}; read ${received.map(_.size).mkString("/")}; " +
+        s"cancels ${cancels.get}\n" + channels.zipWithIndex.map((c, i) => s"channel $i: ${safeDump(c)}").mkString("\n")
+
+    def verify()(using Location): Unit =
+      val problems = mutable.ArrayBuffer.from(errors.asScala)
+      val times = mutable.HashMap.empty[Long, Int]
+      for r <- 0 until plan.readers do
+        val last = mutable.HashMap.empty[Int, Int]
+        for (i, v) <- received(r).asScala do
+          times(v) = times.getOrElse(v, 0) + 1
+          val (s, q) = (senderOf(v), seqOf(v))
+          if s < 0 || s >= plan.senders || q < 0 || q >= plan.perSender then problems += s"reader $r read $v, never sent"
+          else
+            if i != channelOf(s) then problems += s"reader $r read (sender $s, seq $q) from channel $i, sent to ${channelOf(s)}"
+            outcome(s).get(q) match
+              case Sent      => ()
+              case Cancelled => problems += s"reader $r read (sender $s, seq $q), whose send was cancelled"
+              case o         => problems += s"reader $r read (sender $s, seq $q), whose send ended as ${OutcomeName(o)}"
+            last.get(s) match
+              case Some(p) if p >= q => problems += s"reader $r read sender $s's seq $q after its seq $p"
+              case _                 => ()
+            last(s) = q
+      for (v, n) <- times if n > 1 do problems += s"(sender ${senderOf(v)}, seq ${seqOf(v)}) read $n times"
+      var sent, cancelled = 0
+      for s <- 0 until plan.senders; q <- 0 until plan.perSender do
+        outcome(s).get(q) match
+          case Sent =>
+            sent += 1
+            if !times.contains(tag(s, q)) then problems += s"(sender $s, seq $q) was sent (send returned) but never read"
+          case Cancelled => cancelled += 1
+          case o         => problems += s"(sender $s, seq $q): its send ended as ${OutcomeName(o)}"
+      for (c, i) <- channels.zipWithIndex do
+        try segment(c).checkInvariants()
+        catch case e: AssertionError => problems += s"channel $i: ${e.getMessage}"
+      if problems.nonEmpty then
+        Assertions.fail(
+          s"$where: ${problems.size} problems (sent $sent, cancelled sends $cancelled, cancels ${cancels.get}); first ones:\n  " +
+            problems.take(20).mkString("\n  ") + "\n" + summary())
+
+  // ---------------------------------------------------------------------------------------------
+  // No garbage from cancelled waiters
+
+  private val LeakWaiters = if Factor >= 10 then 1_000_000 else 100_000
+
+  test(s"$LeakWaiters readers cancelled while blocked on a rendezvous channel leave no garbage"):
+    val ch = SyncChannel[Long]()
+    checkNoGarbage(ch, LeakWaiters, "blocked readers")((_, async) => ch.read()(using async))
+    assert(!ch.trySend(1L), s"a trySend found a reader after every reader was cancelled: ${safeDump(ch)}")
+    assertPairs(ch)
+
+  test(s"${LeakWaiters / 4} senders cancelled while blocked on a full buffered(16) channel leave no garbage"):
+    val ch = BufferedChannel[Long](16)
+    for i <- 0 until 16 do assert(ch.trySend(i.toLong), s"buffered(16) refused value $i of 16: ${safeDump(ch)}")
+    checkNoGarbage(ch, LeakWaiters / 4, "blocked senders")((i, async) => ch.send(1_000_000L + i)(using async))
+    val drained = Iterator.continually(ch.tryRead()).takeWhile(_.isDefined).flatten.toList
+    assertEquals(drained, (0 until 16).map(i => Success(i.toLong)).toList,
+      s"after the cancelled senders, the channel held other values than the 16 buffered: ${safeDump(ch)}")
+    assertPairs(ch)
+
+  test(s"$LeakWaiters canRead listeners registered and dropped on a rendezvous channel leave no garbage"):
+    val ch = SyncChannel[Long]()
+    val k = Listener[Try[Long]](_ => true)
+    def cycle(n: Int): Unit =
+      for _ <- 0 until n do
+        ch.canRead.onComplete(k)
+        ch.canRead.dropListener(k)
+    cycle(LeakWaiters / 10) // warm-up
+    val before = retainedHeap()
+    cycle(LeakWaiters)
+    val after = retainedHeap()
+    assertBounded(before, after, LeakWaiters, "dropped listeners", ch)
+    assert(!ch.trySend(1L), s"a trySend found a reader after every listener was dropped: ${safeDump(ch)}")
+    assertPairs(ch)
+
+  /** Starts `total` waiters in batches, each blocked in `op` and then cancelled, and checks that
+    * the heap retained after all of them is bounded independently of `total`.
+    */
+  private def checkNoGarbage(ch: Channel[Long], total: Int, what: String)(op: (Int, Async) => Any)(using Location): Unit =
+    val batch = if isVirtual(runtime) then 2000 else 250
+    def waiters(from: Int, n: Int): Unit = Async.blocking:
+      val threads = AtomicReferenceArray[Thread](n)
+      val started = CountDownLatch(n)
+      val ended = CountDownLatch(n)
+      val outcomes = ConcurrentLinkedQueue[String]()
+      val fs = (0 until n).map(i => Future:
+        try
+          threads.set(i, Thread.currentThread)
+          started.countDown()
+          op(from + i, summon[Async])
+          outcomes.add(s"waiter ${from + i} completed its $what operation")
+        catch
+          case _: CancellationException => ()
+          case e: Throwable             => outcomes.add(s"waiter ${from + i}: $e")
+        finally ended.countDown())
+      awaitLatch(started, s"$n $what to start")
+      for i <- 0 until n do awaitBlocked(threads.get(i))
+      fs.foreach(_.cancel())
+      awaitLatch(ended, s"$n cancelled $what to end")
+      assert(outcomes.isEmpty, s"cancelled $what did not end with CancellationException: ${outcomes.asScala.take(5).mkString("; ")}\n${safeDump(ch)}")
+    def cycle(n: Int): Unit =
+      var done = 0
+      while done < n do
+        val k = math.min(batch, n - done)
+        waiters(done, k)
+        done += k
+    cycle(batch * 2) // warm-up: classes loaded, first segments made
+    val before = retainedHeap()
+    cycle(total)
+    val after = retainedHeap()
+    assertBounded(before, after, total, what, ch)
+
+  private def assertBounded(before: Long, after: Long, n: Int, what: String, ch: Channel[?])(using Location): Unit =
+    val grown = after - before
+    debugCount(ch).foreach(c => assert(c <= 4, s"$c segments live after $n cancelled $what: ${safeDump(ch)}"))
+    assert(grown < LeakSlack,
+      s"the heap retained ${grown / 1024} KiB more after $n cancelled $what (${grown.toDouble / n} bytes each; " +
+        s"before ${before / 1024} KiB, after ${after / 1024} KiB): a cancelled waiter leaves garbage in the channel\n${safeDump(ch).take(2000)}")
+
+  /** A send and a read still pair up on `ch`. */
+  private def assertPairs(ch: Channel[Long])(using Location): Unit =
+    val got = Async.blocking:
+      val reader = Future:
+        ch.read()
+      ch.send(42L)
+      resultWithin(reader, "the read after the cancellations")
+    assertEquals(got, Success(Success(42L)), safeDump(ch))
+    segment(ch).checkInvariants()
+
+object ChannelStress:
+  /** The stress multiplier: `ASYNCPIPE_STRESS`, default 1. */
+  val Factor: Int = sys.env.get("ASYNCPIPE_STRESS").flatMap(_.trim.toIntOption).filter(_ >= 1).getOrElse(1)
+
+  /** The seed of a test's random choices: `ASYNCPIPE_SEED` if set, else a fresh one. */
+  def seedFrom(salt: String): Long =
+    sys.env.get("ASYNCPIPE_SEED").flatMap(_.trim.toLongOption).getOrElse(System.nanoTime() ^ salt.hashCode.toLong)
+
+  def make[T](cap: Int): Channel[T] = cap match
+    case 0                        => SyncChannel[T]()
+    case SegmentChannel.Unbounded => UnboundedChannel[T]()
+    case n                        => BufferedChannel[T](n)
+
+  def kindName(cap: Int): String = cap match
+    case 0                        => "rendezvous"
+    case SegmentChannel.Unbounded => "unbounded"
+    case n                        => s"buffered($n)"
+
+  def segment(ch: Channel[?]): SegmentChannel[?] = ch.asInstanceOf[SegmentChannel[?]]
+
+  def safeDump(ch: Channel[?]): String =
+    try segment(ch).dump
+    catch case e: Throwable => s"<dump failed: $e>"
+
+  /** The live-segment count, if the implementation offers a debug method for it. */
+  def debugCount(ch: Channel[?]): Option[Int] =
+    try
+      val m = ch.getClass.getMethod("segmentCount")
+      Some(m.invoke(ch).asInstanceOf[Int])
+    catch case _: ReflectiveOperationException => None
+
+  def tag(sender: Int, seq: Int): Long = (sender.toLong << 32) | (seq.toLong & 0xffffffffL)
+  def senderOf(v: Long): Int = (v >>> 32).toInt
+  def seqOf(v: Long): Int = v.toInt
+
+  enum ReadMode:
+    case Read, Mixed, Race
+    def describe: String = this match
+      case Read  => "read()"
+      case Mixed => "read/canRead/filter/tryRead, send/trySend"
+      case Race  => "Async.race over 3 channels"
+
+  final case class Plan(senders: Int, readers: Int, perSender: Int, channels: Int)
+
+  /** A sender or reader of a stress run: `epoch` runs in one future until cancelled (false) or
+    * done (true).
+    */
+  trait Actor:
+    def epoch()(using Async): Boolean
+
+  final val Unknown = 0
+  final val Sent = 1
+  final val Cancelled = 2
+  final val Closed = 3
+  val OutcomeName = Vector("undecided", "sent", "cancelled", "closed")
+
+  /** Heap growth allowed across a leak test: GC noise, not proportional to the waiters. */
+  val LeakSlack: Long = 4L * 1024 * 1024
+
+  /** The heap in use after full collections, once it has stopped shrinking. */
+  def retainedHeap(): Long =
+    val memory = ManagementFactory.getMemoryMXBean
+    var last = Long.MaxValue
+    var now = 0L
+    var rounds = 0
+    while
+      System.gc()
+      now = memory.getHeapMemoryUsage.getUsed
+      rounds += 1
+      val shrinking = now < last - 64 * 1024
+      last = now
+      shrinking && rounds < 8
+    do ()
+    now
+
+class ChannelStressOnVirtualThreads extends ChannelStress(Runtime.VirtualThreads)
+class ChannelStressOnPlatformThreads extends ChannelStress(Runtime.PlatformThreads)
