@@ -6,6 +6,7 @@
 //> using dep com.lihaoyi::os-lib:0.11.8
 //> using test.dep org.scalameta::munit:1.2.4
 //> using test.dep com.lihaoyi::ujson:4.4.3
+//> using test.dep org.jetbrains.lincheck:lincheck:3.7
 // Compact object headers (JDK 25, JEP 519): 8-byte headers make a Promise 16 bytes and every
 // small object smaller; the launcher, the AOT training run and the tests all use these flags.
 //> using javaOpt -XX:+UseCompactObjectHeaders

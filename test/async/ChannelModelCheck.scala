@@ -3,6 +3,9 @@ package asyncpipe.async
 import scala.collection.mutable
 import scala.util.{Failure, Random, Success, Try}
 import munit.{Assertions, Location}
+import org.jetbrains.lincheck.datastructures.{IntGen, ModelCheckingOptions, Operation, Param, Validate}
+import org.jetbrains.kotlinx.lincheck.Actor
+import org.jetbrains.kotlinx.lincheck.execution.ExecutionScenario
 import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
 
 /** Channels checked against a model.
@@ -29,6 +32,36 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
       for n <- 0 until sequences do
         val length = 1 + rnd.nextInt(if rnd.nextInt(10) == 0 then 2000 else 250)
         Differential(cap, seed, n, Random(rnd.nextLong())).run(length)
+
+  // Lincheck, model checking (see LincheckChannel below)
+
+  private val LincheckKinds = Seq(
+    ("rendezvous", classOf[LincheckSyncChannel], classOf[SyncChannelSpec], 0),
+    ("buffered(1)", classOf[LincheckBufferedChannel], classOf[BufferedChannelSpec], 1),
+    ("unbounded", classOf[LincheckUnboundedChannel], classOf[UnboundedChannelSpec], SegmentChannel.Unbounded)
+  )
+
+  for (name, cls, spec, _) <- LincheckKinds do
+    test(s"lincheck: $name trySend, tryRead and close are linearizable in every explored interleaving"):
+      lincheck(s"$name, random scenarios"):
+        ModelCheckingOptions()
+          .iterations(8 * Factor).invocationsPerIteration(400)
+          .threads(2).actorsPerThread(3).actorsBefore(2).actorsAfter(2)
+          .sequentialSpecification(spec)
+          .check(cls)
+
+  for (name, cls, spec, cap) <- LincheckKinds do
+    test(s"lincheck: $name blocking send and read, with and without close, are linearizable"):
+      val seed = seedFrom(s"lincheck $name")
+      val rnd = Random(seed)
+      val options = ModelCheckingOptions().iterations(0).invocationsPerIteration(300).sequentialSpecification(spec)
+      for _ <- 0 until 6 * Factor do options.addCustomScenario(LincheckScenarios.random(cls, cap, rnd))
+      lincheck(s"$name, blocking scenarios of seed $seed")(options.check(cls))
+
+  /** Runs a Lincheck check; its report (scenario, results, interleaving) becomes the failure. */
+  private def lincheck(what: String)(check: => Unit)(using Location): Unit =
+    try check
+    catch case e: Throwable if e.getClass.getName.contains("lincheck") => Assertions.fail(s"$what: ${e.getMessage}", e)
 
 /** One random sequence on a fresh channel and a fresh model. */
 private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Random):
@@ -214,3 +247,120 @@ private object ChannelModelCheck:
     def apply(v: Try[Int]): Boolean =
       calls += v
       if accept && !served then { served = true; true } else false
+
+// -------------------------------------------------------------------------------------------------
+// Lincheck: linearizability under the model checker, which runs the threads of small scenarios
+// through many interleavings of their shared-memory accesses.
+
+/** The operations Lincheck calls on a real channel of capacity `cap`. Results are strings, so a
+  * failure report reads as the operations did: "true", "none", "closed", a value.
+  *
+  * `trySend`, `tryRead` and `close` are Lincheck operations, drawn at random into scenarios; the
+  * blocking `send` and `read` are not (a random scenario would block forever), and appear only in
+  * the generated scenarios of [[LincheckScenarios]], which always terminate.
+  */
+@Param(name = "v", gen = classOf[IntGen], conf = "1:9")
+abstract class LincheckChannel(cap: Int):
+  private val ch = make[Int](cap)
+
+  @Operation def trySend(v: Int): String =
+    try ch.trySend(v).toString
+    catch case _: ChannelClosedException => "closed"
+
+  @Operation def tryRead(): String = LincheckChannel.show(ch.tryRead())
+
+  @Operation def close(): Unit = ch.close()
+
+  def send(v: Int): String =
+    try
+      Async.blocking(ch.send(v))
+      "ok"
+    catch case _: ChannelClosedException => "closed"
+
+  def read(): String = LincheckChannel.show(Some(Async.blocking(ch.read())))
+
+  @Validate def invariants(): Unit = segment(ch).checkInvariants()
+
+object LincheckChannel:
+  def show(r: Option[Try[Int]]): String = r match
+    case None                                     => "none"
+    case Some(Success(v))                         => v.toString
+    case Some(Failure(_: ChannelClosedException)) => "closed"
+    case Some(Failure(e))                         => e.toString
+
+class LincheckSyncChannel extends LincheckChannel(0)
+class LincheckBufferedChannel extends LincheckChannel(1)
+class LincheckUnboundedChannel extends LincheckChannel(SegmentChannel.Unbounded):
+  @Operation override def trySend(v: Int): String = super.trySend(v) // never refused: no room limit
+  // `send` never blocks on an unbounded channel, so random scenarios may draw it too.
+  @Operation override def send(v: Int): String = super.send(v)
+
+/** The sequential specification: a FIFO queue and a closed flag.
+  *
+  * A `send` is linearized when its value joins the queue, whether it then waits or not: this is
+  * what makes "a sender blocked at the close is still drained" linearizable. So the spec does not
+  * bound the queue for `send` (the capacity is checked by the differential test); `trySend` is
+  * bounded (rendezvous: refused unless... never, as the spec has no waiting readers, so blocking
+  * scenarios do not use it on a rendezvous channel). A `read` of an empty open queue cannot be
+  * linearized there ("blocked" never matches a result).
+  */
+abstract class ChannelSpec(cap: Int):
+  private val queue = mutable.Queue.empty[Int]
+  private var closed = false
+  def trySend(v: Int): String =
+    if closed then "closed"
+    else if cap == SegmentChannel.Unbounded || queue.size < cap then { queue.enqueue(v); "true" }
+    else "false"
+  def tryRead(): String =
+    if queue.nonEmpty then queue.dequeue().toString else if closed then "closed" else "none"
+  def close(): Unit = closed = true
+  def send(v: Int): String =
+    if closed then "closed" else { queue.enqueue(v); "ok" }
+  def read(): String =
+    if queue.nonEmpty then queue.dequeue().toString else if closed then "closed" else "blocked"
+
+class SyncChannelSpec extends ChannelSpec(0)
+class BufferedChannelSpec extends ChannelSpec(1)
+class UnboundedChannelSpec extends ChannelSpec(SegmentChannel.Unbounded)
+
+/** Random scenarios with blocking operations that end in every interleaving. Each thread has
+  * one role, sender (`send`, `trySend`) or reader (`read`, `tryRead`):
+  *   - without `close`: as many reads as sends, and no `try` operations (a `tryRead` could take
+  *     the value a `read` waits for, a refused `trySend` would leave a `read` waiting);
+  *   - with `close`, at the end of a sender thread: at least as many `read`s as values sent or
+  *     try-sent, so every blocked sender is drained (it was blocked at the close) and the reads
+  *     left over end as "closed".
+  * A rendezvous channel gets no `trySend` (the spec has no waiting readers to hand it to).
+  */
+object LincheckScenarios:
+  private def method(cls: Class[?], name: String): java.lang.reflect.Method =
+    cls.getMethods.find(m => m.getName == name).getOrElse(throw NoSuchMethodException(s"${cls.getName}.$name"))
+
+  def random(cls: Class[?], cap: Int, rnd: Random): ExecutionScenario =
+    def actor(name: String, args: Int*): Actor =
+      Actor(method(cls, name), java.util.List.of(args.map(Int.box)*))
+    val threads = 2 + rnd.nextInt(2)
+    val withClose = rnd.nextBoolean()
+    val senders = 0 +: (if threads == 3 && rnd.nextBoolean() then Seq(2) else Seq())
+    val readers = (0 until threads).filterNot(senders.contains)
+    val ops = Array.fill(threads)(mutable.ArrayBuffer.empty[Actor])
+    var nextValue = 1
+    var values = 0
+    var reads = 0
+    def send(t: Int, tryIt: Boolean): Unit =
+      ops(t) += actor(if tryIt then "trySend" else "send", nextValue)
+      nextValue += 1
+      values += 1
+    def read(t: Int, tryIt: Boolean): Unit =
+      ops(t) += actor(if tryIt then "tryRead" else "read")
+      if !tryIt then reads += 1
+    for t <- senders; _ <- 0 until 1 + rnd.nextInt(2) do send(t, withClose && cap != 0 && rnd.nextInt(3) == 0)
+    for t <- readers; _ <- 0 until 1 + rnd.nextInt(2) do read(t, withClose && rnd.nextInt(3) == 0)
+    if withClose then
+      while reads < values do read(readers(rnd.nextInt(readers.size)), false)
+      ops(senders(rnd.nextInt(senders.size))) += actor("close")
+    else
+      while reads < values do read(readers(rnd.nextInt(readers.size)), false)
+      while values < reads do send(senders(rnd.nextInt(senders.size)), false)
+    val post = java.util.List.of(actor("tryRead"), actor("tryRead"), actor("tryRead"))
+    ExecutionScenario(java.util.List.of(), java.util.List.of(ops.toSeq.map(b => java.util.List.of(b.toSeq*))*), post, null)
