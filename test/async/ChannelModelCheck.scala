@@ -75,6 +75,12 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   /** Every listener ever registered or polled with, to check that no call was unexpected. */
   private val probes = mutable.ArrayBuffer.empty[Probe]
   private val history = mutable.ArrayBuffer.empty[String]
+  /** Calls of all listeners, counted as they happen, and as the model expects them. */
+  private val calls = Counter()
+  private var expectedCalls = 0
+  private def expect(p: Probe, t: Try[Int]): Unit =
+    p.expected += t
+    expectedCalls += 1
   private var nextValue = 0
   /** Favours sends (towards full) or reads (towards empty) for this whole sequence. */
   private val sendBias = 0.15 + rnd.nextDouble() * 0.7
@@ -94,7 +100,11 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       step()
       try segment(ch).checkInvariants()
       catch case e: AssertionError => fail(s"invariants broken: ${e.getMessage}")
-      probes.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
+      if calls.count != expectedCalls then // some listener was called unexpectedly, or not called
+        probes.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
+        fail(s"listeners were called ${calls.count} times in all, expected $expectedCalls")
+      waiting.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
+    probes.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
       check(ch.isClosed == closed, s"isClosed is ${ch.isClosed}, model says $closed")
     check(ch.capacity == cap, s"capacity ${ch.capacity}")
 
@@ -122,7 +132,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       val served = waiting.filter(p => p.calls.size > p.expected.size)
       check(served.size == 1, s"$op: ${served.size} waiting listeners were called, expected exactly one")
       val p = served.head
-      p.expected += Success(v)
+      expect(p, Success(v))
       waiting -= p
     else if room then
       check(sent, s"$op was refused with ${queue.size} of $cap buffered")
@@ -183,11 +193,11 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
 
   private def doRefusingPoll(): Unit =
     history += "canRead.poll(refusing)"
-    val p = Probe(probes.size, accept = false)
+    val p = Probe(probes.size, accept = false, calls)
     probes += p
     val took = ch.canRead.poll(p)
     check(!took, "canRead.poll(k) reported a take though k refused")
-    head.foreach(p.expected += _) // offered the head, which stays
+    head.foreach(expect(p, _)) // offered the head, which stays
 
   private def doFilteredPoll(): Unit =
     val keepOdd = rnd.nextBoolean()
@@ -204,12 +214,12 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     check(same(actual, expected), s"a filtered canRead.poll() gave $actual, expected $expected (head $head)")
 
   private def doRegister(): Unit =
-    val p = Probe(probes.size, accept = true)
+    val p = Probe(probes.size, accept = true, calls)
     probes += p
     history += s"canRead.onComplete(k${p.id})"
     ch.canRead.onComplete(p)
     expectRead() match
-      case Some(t) => p.expected += t
+      case Some(t) => expect(p, t)
       case None    => waiting += p
 
   private def doDrop(): Unit =
@@ -225,7 +235,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     ch.close()
     if !closed then
       closed = true
-      waiting.foreach(_.expected += Failure(ChannelClosedException()))
+      waiting.foreach(expect(_, Failure(ChannelClosedException())))
       waiting.clear()
 
 private object ChannelModelCheck:
@@ -240,11 +250,15 @@ private object ChannelModelCheck:
     case _                                  => false
 
   /** A listener that records its calls; `expected` is what the model says it should have got. */
-  final class Probe(val id: Int, accept: Boolean) extends Listener[Try[Int]]:
+  final class Counter:
+    var count = 0
+
+  final class Probe(val id: Int, accept: Boolean, counter: Counter) extends Listener[Try[Int]]:
     val calls = mutable.ArrayBuffer.empty[Try[Int]]
     val expected = mutable.ArrayBuffer.empty[Try[Int]]
     private var served = false
     def apply(v: Try[Int]): Boolean =
+      counter.count += 1
       calls += v
       if accept && !served then { served = true; true } else false
 

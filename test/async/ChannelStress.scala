@@ -2,7 +2,7 @@ package asyncpipe.async
 
 import java.lang.management.ManagementFactory
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue, CountDownLatch, TimeUnit}
-import java.util.concurrent.atomic.{AtomicBoolean, AtomicIntegerArray, AtomicLong, AtomicReferenceArray}
+import java.util.concurrent.atomic.{AtomicIntegerArray, AtomicLong, AtomicReferenceArray}
 import java.util.concurrent.locks.LockSupport
 import scala.collection.mutable
 import scala.jdk.CollectionConverters.*
@@ -88,9 +88,8 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     /** Per reader: (channel index, value), in the order read. */
     private val received = Vector.fill(plan.readers)(ConcurrentLinkedQueue[(Int, Long)]())
     private val errors = ConcurrentLinkedQueue[String]()
-    /** The running epoch of each actor, and its thread, for the canceller. */
-    private val epochs = AtomicReferenceArray[Future[?]](actors)
-    private val threads = AtomicReferenceArray[Thread](actors)
+    /** The running epoch of each actor, for the canceller. */
+    private val epochs = AtomicReferenceArray[Epoch](actors)
     private val progress = AtomicLong()
     val cancels = AtomicLong()
 
@@ -101,22 +100,21 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     def supervise(slot: Int, actor: Actor)(using Async): Future[Unit] = Future:
       var finished = false
       while !finished do
-        val ended = CountDownLatch(1)
-        val done = AtomicBoolean(false)
-        val f = Future:
+        val epoch = Epoch()
+        epoch.future = Future:
           try
-            threads.set(slot, Thread.currentThread)
-            done.set(actor.epoch())
+            epoch.thread = Thread.currentThread // from here on, the canceller may cancel it
+            epoch.done = actor.epoch()
           catch
             case e: Throwable =>
               errors.add(s"actor $slot died: $e")
-              done.set(true)
-          finally ended.countDown()
-        epochs.set(slot, f)
-        if !ended.await(Patience * 4, TimeUnit.MILLISECONDS) then
+              epoch.done = true
+          finally epoch.ended.countDown()
+        epochs.set(slot, epoch)
+        if !epoch.ended.await(Patience * 4, TimeUnit.MILLISECONDS) then
           errors.add(s"actor $slot: an epoch did not end")
           finished = true
-        else finished = done.get
+        else finished = epoch.done
       epochs.set(slot, null)
 
     private def channelOf(sender: Int): Int = sender % plan.channels
@@ -188,12 +186,13 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
       var lastChange = System.nanoTime()
       while cond do
         val slot = rnd.nextInt(actors)
-        val f = epochs.get(slot)
-        val t = threads.get(slot)
-        if f != null && t != null && !f.isCompleted then
+        val epoch = epochs.get(slot)
+        val t = if epoch == null then null else epoch.thread
+        // only an epoch whose body runs: one cancelled before it starts never runs its body
+        if t != null && !epoch.future.isCompleted then
           val blocked = t.getState == Thread.State.WAITING
           if blocked || rnd.nextInt(8) == 0 then
-            f.cancel()
+            epoch.future.cancel()
             cancels.incrementAndGet()
         LockSupport.parkNanos(rnd.between(20_000, 300_000))
         val p = progress.get
@@ -321,7 +320,7 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     debugCount(ch).foreach(c => assert(c <= 4, s"$c segments live after $n cancelled $what: ${safeDump(ch)}"))
     assert(grown < LeakSlack,
       s"the heap retained ${grown / 1024} KiB more after $n cancelled $what (${grown.toDouble / n} bytes each; " +
-        s"before ${before / 1024} KiB, after ${after / 1024} KiB): a cancelled waiter leaves garbage in the channel\n${safeDump(ch).take(2000)}")
+        s"before ${before / 1024} KiB, after ${after / 1024} KiB): a cancelled waiter leaves garbage in the channel\n${safeDump(ch, 2000)}")
 
   /** A send and a read still pair up on `ch`. */
   private def assertPairs(ch: Channel[Long])(using Location): Unit =
@@ -353,9 +352,12 @@ object ChannelStress:
 
   def segment(ch: Channel[?]): SegmentChannel[?] = ch.asInstanceOf[SegmentChannel[?]]
 
-  def safeDump(ch: Channel[?]): String =
-    try segment(ch).dump
-    catch case e: Throwable => s"<dump failed: $e>"
+  /** The channel's dump, cut to `limit` characters (a long channel dumps every segment). */
+  def safeDump(ch: Channel[?], limit: Int = 4000): String =
+    val d =
+      try segment(ch).dump
+      catch case e: Throwable => s"<dump failed: $e>"
+    if d.length <= limit then d else d.take(limit) + s"... (${d.length - limit} more characters)"
 
   /** The live-segment count, if the implementation offers a debug method for it. */
   def debugCount(ch: Channel[?]): Option[Int] =
@@ -376,6 +378,13 @@ object ChannelStress:
       case Race  => "Async.race over 3 channels"
 
   final case class Plan(senders: Int, readers: Int, perSender: Int, channels: Int)
+
+  /** One future of an actor: `thread` is set once its body runs, `done` when it ends. */
+  final class Epoch:
+    @volatile var future: Future[Unit] = null
+    @volatile var thread: Thread = null
+    @volatile var done = false
+    val ended = CountDownLatch(1)
 
   /** A sender or reader of a stress run: `epoch` runs in one future until cancelled (false) or
     * done (true).
