@@ -246,74 +246,120 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
   // ---------------------------------------------------------------------------------------------
   // No garbage from cancelled waiters
 
-  private val LeakWaiters = if Factor >= 10 then 1_000_000 else 100_000
+  /** Cancelled waits per leak test: 1,000,000 on long runs; by default 100,000 on virtual threads,
+    * and fewer on platform threads, where one costs about 0.2 ms on two cores (a park, an unpark
+    * and a thread switch each way).
+    */
+  private val LeakWaiters =
+    if Factor >= 10 then 1_000_000 else if isVirtual(runtime) then 100_000 else 20_000
+  /** Dropping a listener costs no thread switch: a million by default. */
+  private val LeakListeners = if Factor >= 10 then 10_000_000 else 1_000_000
 
-  test(s"$LeakWaiters readers cancelled while blocked on a rendezvous channel leave no garbage"):
+  test(s"$LeakWaiters reads cancelled while blocked on a rendezvous channel leave no garbage"):
     val ch = SyncChannel[Long]()
-    checkNoGarbage(ch, LeakWaiters, "blocked readers")((_, async) => ch.read()(using async))
+    checkNoGarbage(ch, LeakWaiters, "blocked reads")((_, async) => ch.read()(using async))
     assert(!ch.trySend(1L), s"a trySend found a reader after every reader was cancelled: ${safeDump(ch)}")
     assertPairs(ch)
 
-  test(s"${LeakWaiters / 4} senders cancelled while blocked on a full buffered(16) channel leave no garbage"):
+  test(s"${LeakWaiters / 2} sends cancelled while blocked on a full buffered(16) channel leave no garbage"):
     val ch = BufferedChannel[Long](16)
     for i <- 0 until 16 do assert(ch.trySend(i.toLong), s"buffered(16) refused value $i of 16: ${safeDump(ch)}")
-    checkNoGarbage(ch, LeakWaiters / 4, "blocked senders")((i, async) => ch.send(1_000_000L + i)(using async))
+    checkNoGarbage(ch, LeakWaiters / 2, "blocked sends")((i, async) => ch.send(1_000_000L + i)(using async))
     val drained = Iterator.continually(ch.tryRead()).takeWhile(_.isDefined).flatten.toList
     assertEquals(drained, (0 until 16).map(i => Success(i.toLong)).toList,
       s"after the cancelled senders, the channel held other values than the 16 buffered: ${safeDump(ch)}")
     assertPairs(ch)
 
-  test(s"$LeakWaiters canRead listeners registered and dropped on a rendezvous channel leave no garbage"):
+  test(s"$LeakListeners canRead listeners registered and dropped on a rendezvous channel leave no garbage"):
     val ch = SyncChannel[Long]()
     val k = Listener[Try[Long]](_ => true)
     def cycle(n: Int): Unit =
       for _ <- 0 until n do
         ch.canRead.onComplete(k)
         ch.canRead.dropListener(k)
-    cycle(LeakWaiters / 10) // warm-up
+    cycle(LeakListeners / 10) // warm-up
     val before = retainedHeap()
-    cycle(LeakWaiters)
+    cycle(LeakListeners)
     val after = retainedHeap()
-    assertBounded(before, after, LeakWaiters, "dropped listeners", ch)
+    assertBounded(before, after, LeakListeners, "dropped listeners", ch)
     assert(!ch.trySend(1L), s"a trySend found a reader after every listener was dropped: ${safeDump(ch)}")
     assertPairs(ch)
 
-  /** Starts `total` waiters in batches, each blocked in `op` and then cancelled, and checks that
-    * the heap retained after all of them is bounded independently of `total`.
+  /** Makes `total` waiters of `op` on `ch`, each cancelled once blocked, and checks that the heap
+    * retained afterwards does not grow with `total`.
+    *
+    * A pool of futures (128 on virtual threads, 64 on platform threads) runs `op` in a loop. Each
+    * round waits until every future is blocked in its next `op`, then ends every wait: most by
+    * interrupting the thread (the future catches the `CancellationException` and goes on to its
+    * next `op`), one in eight by cancelling the future (it ends; a new one takes its place).
+    * Rounds repeat until `total` waits were cancelled.
     */
-  private def checkNoGarbage(ch: Channel[Long], total: Int, what: String)(op: (Int, Async) => Any)(using Location): Unit =
-    val batch = if isVirtual(runtime) then 2000 else 250
-    def waiters(from: Int, n: Int): Unit = Async.blocking:
-      val threads = AtomicReferenceArray[Thread](n)
-      val started = CountDownLatch(n)
-      val ended = CountDownLatch(n)
-      val outcomes = ConcurrentLinkedQueue[String]()
-      val fs = (0 until n).map(i => Future:
-        try
-          threads.set(i, Thread.currentThread)
-          started.countDown()
-          op(from + i, summon[Async])
-          outcomes.add(s"waiter ${from + i} completed its $what operation")
-        catch
-          case _: CancellationException => ()
-          case e: Throwable             => outcomes.add(s"waiter ${from + i}: $e")
-        finally ended.countDown())
-      awaitLatch(started, s"$n $what to start")
-      for i <- 0 until n do awaitBlocked(threads.get(i))
-      fs.foreach(_.cancel())
-      awaitLatch(ended, s"$n cancelled $what to end")
-      assert(outcomes.isEmpty, s"cancelled $what did not end with CancellationException: ${outcomes.asScala.take(5).mkString("; ")}\n${safeDump(ch)}")
-    def cycle(n: Int): Unit =
-      var done = 0
-      while done < n do
-        val k = math.min(batch, n - done)
-        waiters(done, k)
-        done += k
-    cycle(batch * 2) // warm-up: classes loaded, first segments made
+  private def checkNoGarbage(ch: Channel[Long], total: Int, what: String)(op: (Long, Async) => Any)(using Location): Unit =
+    val seed = seedFrom(what)
+    cancelWaiters(ch, 2000, what, seed)(op) // warm-up: classes loaded, first segments made
     val before = retainedHeap()
-    cycle(total)
+    val (interrupted, cancelled) = cancelWaiters(ch, total, what, seed)(op)
     val after = retainedHeap()
-    assertBounded(before, after, total, what, ch)
+    assert(interrupted > 0 && cancelled > 0, s"seed $seed: $interrupted waits ended by interrupts, $cancelled by cancels; expected both")
+    assertBounded(before, after, total, s"$what (seed $seed)", ch)
+
+  /** The rounds of `checkNoGarbage`; returns how many waits ended by an interrupt, by a cancel. */
+  private def cancelWaiters(ch: Channel[Long], total: Int, what: String, seed: Long)(op: (Long, Async) => Any)(using Location): (Int, Int) =
+    val rnd = Random(seed)
+    val slots = if isVirtual(runtime) then 128 else 64
+    val begun = AtomicIntegerArray(slots) // operations begun by the futures of slot i
+    val ended = AtomicIntegerArray(slots) // ... and ended (by a CancellationException, or wrongly)
+    val problems = ConcurrentLinkedQueue[String]()
+    val ids = AtomicLong()
+    var interrupts, cancels = 0
+    final class Slot(i: Int)(using Async):
+      @volatile var thread: Thread = null
+      val finished = CountDownLatch(1)
+      val future = Future:
+        thread = Thread.currentThread
+        try
+          while !summon[Async].isCancelled do
+            begun.incrementAndGet(i)
+            try
+              op(ids.getAndIncrement(), summon[Async])
+              problems.add(s"a waiter's $what operation completed")
+            catch
+              case _: CancellationException => Thread.interrupted() // the interrupt was the cancel
+              case e: Throwable             => problems.add(s"a waiter's $what operation threw $e")
+            finally ended.incrementAndGet(i)
+        finally finished.countDown()
+    def within(what: => String)(cond: => Boolean): Unit =
+      val deadline = System.nanoTime() + Patience * 1_000_000
+      var spins = 0
+      while !cond do
+        if System.nanoTime() > deadline then Assertions.fail(s"timed out after $Patience ms waiting for $what\n${safeDump(ch)}")
+        spins += 1
+        if spins < 200 then Thread.onSpinWait() else if spins < 400 then Thread.`yield`() else LockSupport.parkNanos(50_000)
+    Async.blocking:
+      val pool = Array.tabulate(slots)(Slot(_))
+      var done = 0
+      while done < total do
+        for i <- 0 until slots do
+          within(s"waiter $i to block in its ${begun.get(i)}th $what operation") {
+            val t = pool(i).thread
+            begun.get(i) == ended.get(i) + 1 && t != null && t.getState == Thread.State.WAITING
+          }
+        val replace = Array.fill(slots)(rnd.nextInt(8) == 0)
+        val target = Array.tabulate(slots)(begun.get) // the operation each waiter is blocked in
+        for i <- 0 until slots do
+          if replace(i) then { pool(i).future.cancel(); cancels += 1 }
+          else { pool(i).thread.interrupt(); interrupts += 1 }
+        for i <- 0 until slots do
+          // an interrupted waiter goes straight on to its next operation: wait for this one's end only
+          within(s"waiter $i's ${target(i)}th $what operation to end (its thread: ${pool(i).thread.getState})")(ended.get(i) >= target(i))
+          if replace(i) then
+            awaitLatch(pool(i).finished, s"the cancelled future of waiter $i to end")
+            pool(i) = Slot(i)
+        done += slots
+        if !problems.isEmpty then
+          Assertions.fail(s"seed $seed: ${problems.asScala.take(5).mkString("; ")}\n${safeDump(ch)}")
+      pool.foreach(_.future.cancel()) // the last waits: cancelled too, before the scope ends
+    (interrupts, cancels)
 
   private def assertBounded(before: Long, after: Long, n: Int, what: String, ch: Channel[?])(using Location): Unit =
     val grown = after - before
