@@ -23,6 +23,23 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * thread) and its `dropListener`, and `send` / `read` where the model says they cannot block.
   * Without contention nothing may fail spuriously, so the model is exact, except for which of
   * several waiting listeners a value goes to (the facade does not promise reader order).
+  * Kinds: rendezvous, buffered 1, 2, 3, 31, 32, 33, 64 (around the segment size of 32) and
+  * unbounded; 150 sequences each (times `ASYNCPIPE_STRESS`), one in ten up to 2,000 operations
+  * long so that failed tries and cancelled listeners cross many segments.
+  *
+  * ==Lincheck model checking==
+  * Lincheck (org.jetbrains.lincheck:lincheck, JDK 25 in the test fork: it instruments classes
+  * through a dynamically attached agent, hence the JDK's one-line warning about it) runs small
+  * concurrent scenarios on rendezvous, buffered(1) and unbounded channels through many
+  * interleavings of their shared-memory accesses, and checks each execution for
+  * linearizability against [[ChannelSpec]] with [[SpuriousTryVerifier]] (which lets a `trySend`
+  * or `tryRead` fail spuriously where operations run in parallel, as the facade allows, and
+  * nowhere else); `checkInvariants()` runs after each scenario (`@Validate`).
+  *   - random scenarios of `trySend`, `tryRead`, `close` (and, unbounded, `send`), drawn by
+  *     Lincheck: two threads of three operations, two before and two after;
+  *   - scenarios with blocking `send` and `read`, generated here so that every interleaving
+  *     ends ([[LincheckScenarios]]), with and without `close`, plus fixed regression scenarios.
+  * A failure's message is Lincheck's report: the scenario, the results, and the interleaving.
   */
 class ChannelModelCheck extends munit.FunSuite, Watchdog:
   // Lincheck's first check instruments every class it meets: slow on a loaded two-core machine
