@@ -44,6 +44,7 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
 class ChannelModelCheck extends munit.FunSuite, Watchdog:
   // Lincheck's first check instruments every class it meets: slow on a loaded two-core machine
   override def watchdog = scala.concurrent.duration.Duration(120L * Factor, TimeUnit.SECONDS)
+  override def munitTimeout = watchdog + scala.concurrent.duration.Duration(10, TimeUnit.SECONDS)
   private val Kinds = Seq(0, 1, 2, 3, 31, 32, 33, 64, SegmentChannel.Unbounded)
 
   for cap <- Kinds do

@@ -46,8 +46,9 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
   given Runtime = runtime
   import ChannelStress.*
 
-  // Long on-demand runs need more than the default 30 s per test.
+  // Long on-demand runs need more than the default 30 s per test (munit's own timeout too).
   override def watchdog = scala.concurrent.duration.Duration(30L * Factor, TimeUnit.SECONDS)
+  override def munitTimeout = watchdog + scala.concurrent.duration.Duration(10, TimeUnit.SECONDS)
 
   // ---------------------------------------------------------------------------------------------
   // Exactly-once under cancellation
@@ -205,7 +206,16 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
           lastProgress = p
           lastChange = System.nanoTime()
         else if millisSince(lastChange) > Patience then
-          Assertions.fail(s"$where: no progress for $Patience ms\n${summary()}")
+          val stacks = (0 until actors).flatMap { i =>
+            val e = epochs.get(i)
+            val t = if e == null then null else e.thread
+            Option(t).map(t => s"actor $i (${if i < plan.senders then "sender" else "reader"}), ${t.getState}:\n    " +
+              t.getStackTrace.take(16).mkString("\n    "))
+          }
+          val message = s"$where: no progress for $Patience ms\n${summary()}\n${stacks.mkString("\n")}"
+          // printed now too: if an actor spins without end, the scope's exit waits for it forever
+          System.err.println(message)
+          Assertions.fail(message)
 
     private def summary(): String =
       val decided = outcome.map(a => (0 until a.length).count(a.get(_) != Unknown))
