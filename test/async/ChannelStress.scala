@@ -34,7 +34,8 @@ import Support.*
   * at most 3 segments are reachable (`segmentCount`: cancelled cells are unlinked), the heap
   * retained after full collections has grown by less than 1 MiB, a `trySend` finds no reader
   * left behind (rendezvous) or the buffer holds exactly its 16 values (buffered), and a send and
-  * a read still pair. The same for a million `canRead` listeners registered and dropped.
+  * a read still pair. The same for a million `canRead` listeners registered and dropped, and for
+  * 100,000 values taken by listener reads (`tryRead`, `canRead.poll`) alone.
   *
   * Sizes scale with the environment variable `ASYNCPIPE_STRESS` (a multiplier, default 1: about
   * 10 s per runtime; 100 for the long on-demand run, which also prints a line of statistics
@@ -302,6 +303,25 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     assertBounded(before, after, LeakListeners, "dropped listeners", ch)
     assert(!ch.trySend(1L), s"a trySend found a reader after every listener was dropped: ${safeDump(ch)}")
     assertPairs(ch)
+
+  test(s"${LeakListeners / 10} values taken by tryRead and canRead.poll (listener reads) leave no segments behind"):
+    for cap <- Seq(1, 16, SegmentChannel.Unbounded) do
+      val ch = make[Long](cap)
+      val before = retainedHeap()
+      var i = 0L
+      while i < LeakListeners / 10 do
+        if !ch.trySend(i) then Assertions.fail(s"${kindName(cap)}: trySend($i) refused on an empty channel\n${safeDump(ch)}")
+        val got = if i % 2 == 0 then ch.tryRead() else ch.canRead.poll()
+        if got != Some(Success(i)) then Assertions.fail(s"${kindName(cap)}: read $got after sending $i\n${safeDump(ch)}")
+        i += 1
+      val after = retainedHeap()
+      val segments = segment(ch).segmentCount
+      if Factor > 1 || sys.env.contains("ASYNCPIPE_STATS") then
+        println(s"${getClass.getSimpleName}: ${kindName(cap)}: $i values through tryRead: heap ${before / 1024} KiB before, ${after / 1024} KiB after; $segments segments")
+      assert(segments <= 3 && after - before < LeakSlack,
+        s"${kindName(cap)}: after $i values sent and taken by listener reads, $segments segments are reachable and the heap " +
+          s"grew by ${(after - before) / 1024} KiB (are segments behind listener reads never released?)\n${safeDump(ch, 600)}")
+      assertPairs(ch)
 
   /** Makes `total` waiters of `op` on `ch`, each cancelled once blocked, and checks that the heap
     * retained afterwards does not grow with `total`.
