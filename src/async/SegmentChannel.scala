@@ -207,7 +207,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           notifyListeners() // the head may now be skippable
           return NotSent
         // else: claimed or resumed meanwhile, look again
-      else Thread.onSpinWait() // CLAIMED: a listener is deciding
+      else spinWait() // CLAIMED: a listener is deciding
     throw IllegalStateException("unreachable")
 
   // =============================================================================================
@@ -276,9 +276,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               return w.payload
             else return Failed // it was interrupted and writes INTERRUPTED_SEND itself
           // else: CAS unsuccessful, repeat
-        case _: Reserved => Thread.onSpinWait() // a listener read is deciding on this cell
+        case _: Reserved => spinWait() // a listener read is deciding on this cell
         case _ =>
-          if state eq RESUMING then Thread.onSpinWait() // expandBuffer is resuming the sender
+          if state eq RESUMING then spinWait() // expandBuffer is resuming the sender
           else if state eq INTERRUPTED_SEND then return Failed // nothing here; the window did not count it
           else if state eq TAKEN then
             // a listener read took the value before our FAA reached it, and could not move R
@@ -345,9 +345,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
                 // else: the sender was interrupted; it writes INTERRUPTED_SEND over our mark
               // else: CAS unsuccessful, repeat
             // else: a parked reader: R has moved past r, look again
-          case _: Reserved => Thread.onSpinWait() // another listener read is deciding
+          case _: Reserved => spinWait() // another listener read is deciding
           case _ =>
-            if state eq RESUMING then Thread.onSpinWait()
+            if state eq RESUMING then spinWait()
             else if state eq INTERRUPTED_SEND then Receivers.compareAndSet(this, r, r + 1) // skip; not a window cell
             else if state eq TAKEN then { if Receivers.compareAndSet(this, r, r + 1) then expandBuffer() } // help commit
             else if state eq CLOSED then return k(Failure(ChannelClosedException()))
@@ -386,6 +386,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private def commitHead(seg: Segment, i: Int, r: Long): Unit =
     seg.setCell(i, TAKEN)
     if Receivers.compareAndSet(this, r, r + 1) then expandBuffer()
+    seg.cleanPrev()
 
   /** Offers the head to registered listeners until a full pass takes nothing. */
   private def notifyListeners(): Unit =
@@ -449,9 +450,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               return Done
             else return Failed // interrupted sender
           // else: CAS unsuccessful, repeat
-        case _: Reserved => Thread.onSpinWait() // a listener read is deciding; wait for the outcome
+        case _: Reserved => spinWait() // a listener read is deciding; wait for the outcome
         case _ =>
-          if state eq RESUMING then Thread.onSpinWait()
+          if state eq RESUMING then spinWait()
           else if state eq INTERRUPTED_SEND then return Failed
           else if state eq CLOSED then return Closed
           else return Done // DONE, TAKEN, BROKEN, INTERRUPTED_RECEIVE, or a buffered value
@@ -504,7 +505,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             seg.setCell(i, CLOSED)
             seg.cellInterruptedReceiver()
             done = true
-          else Thread.onSpinWait() // it was interrupted: it writes INTERRUPTED_RECEIVE
+          else spinWait() // it was interrupted: it writes INTERRUPTED_RECEIVE
         case _ => done = true // INTERRUPTED_*, BROKEN, DONE, CLOSED: nothing to wake
 
   // =============================================================================================
@@ -545,7 +546,13 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     val start = receiveSegment
     // if receiveSegment is already past r, then R has moved past r too (readers move the
     // reference only to segments of indices they took): the caller's CAS on R fails and it looks again
-    if start.id > r / SegmentSize then start else findSegment(start, r / SegmentSize)
+    if start.id > r / SegmentSize then start
+    else
+      val seg = findSegment(start, r / SegmentSize)
+      // move the reference along, as a FAA reader would: a channel read only through listeners
+      // must not walk (and keep alive) every segment since the first
+      if seg != null && seg.id > start.id then moveForward(ReceiveSegment, seg)
+      seg
 
   // =============================================================================================
   // Debugging
@@ -595,7 +602,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         fail(s"segment ${seg.id}: counter says ${SegmentSize - notInterrupted} interrupted cells, found $interrupted")
       if isBuffered && notProcessed != processedMissing then
         fail(s"segment ${seg.id}: counter says $notProcessed unprocessed cells, found $processedMissing")
-      val refs = Seq(sendSegment, receiveSegment, bufferEndSegment).count(_ eq seg)
+      val refs = (if sendSegment eq seg then 1 else 0) + (if receiveSegment eq seg then 1 else 0) +
+        (if bufferEndSegment eq seg then 1 else 0)
       if pointers != refs then fail(s"segment ${seg.id}: counter says $pointers pointers, found $refs")
       seg = seg.liveNext
     if isBuffered && buffered > capacity then fail(s"$buffered values buffered, capacity $capacity")
@@ -629,8 +637,11 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       seg = seg.liveNext
     n
 
+  // (written without Scala collections: Lincheck cannot instrument them when it runs checkInvariants)
   private def earliestSegment: Segment =
-    Seq(sendSegment, receiveSegment, bufferEndSegment).filter(_ ne NoSegment).minBy(_.id)
+    val (s, r, b) = (sendSegment, receiveSegment, bufferEndSegment)
+    val sr = if s.id <= r.id then s else r
+    if (b ne NoSegment) && b.id < sr.id then b else sr
 
   private def illegal(op: String, state: AnyRef, seg: Segment, i: Int): Nothing =
     throw IllegalStateException(s"$op found ${cellCode(state)} in cell ${seg.id * SegmentSize + i}\n$dump")
@@ -739,6 +750,14 @@ private[async] object SegmentChannel:
     * onSpinWait (jox spins 128 times) fell to 0.02-0.16 M on a loaded machine, where the spinner
     * holds the carrier its partner needs. Tunable with -Dasyncpipe.channel.yields.
     */
+  /** One round of waiting for another thread's short step (a reservation, a resume, a claim).
+    * It gives up the carrier now and then: the thread we wait for may be a virtual thread that
+    * yielded inside a race decision and needs a carrier back, and with every carrier spinning it
+    * would never get one (a livelock found by ChannelStress on 2 cores).
+    */
+  private def spinWait(): Unit =
+    if java.util.concurrent.ThreadLocalRandom.current().nextInt(16) == 0 then Thread.`yield`() else Thread.onSpinWait()
+
   private val RendezvousYields: Int = sys.props.get("asyncpipe.channel.yields").flatMap(_.toIntOption).getOrElse(2)
 
   // ---------------------------------------------------------------------------------------------
@@ -782,7 +801,7 @@ private[async] object SegmentChannel:
       var heldInterrupt = false
       var d = data
       while d == null || (d eq CLAIMED) do
-        if d eq CLAIMED then Thread.onSpinWait() // a listener read is deciding on our value
+        if d eq CLAIMED then spinWait() // a listener read is deciding on our value
         else if spins > 0 then
           spins -= 1
           Thread.`yield`() // lets the other party run on this carrier: often it resumes us

@@ -40,3 +40,25 @@ class ChannelQuickCheck extends munit.FunSuite:
       assertEquals(count.get, 2 * n, ch.asInstanceOf[SegmentChannel[?]].dump)
       assertEquals(sum.get, (0L until 2 * n).sum)
       ch.asInstanceOf[SegmentChannel[?]].checkInvariants()
+
+  for (name, make) <- kinds do
+    test(s"$name: a channel read only through canRead keeps its segments few (no walk from the first)"):
+      // regression: listener reads never moved receiveSegment, so every read walked the chain
+      // from segment 0 and kept all of it alive (found by the multiplexer bench)
+      val ch = make()
+      val impl = ch.asInstanceOf[SegmentChannel[?]]
+      val n = 10_000L
+      var sum = 0L
+      var maxSegments = 0
+      Async.blocking:
+        Future { var i = 0L; while i < n do { ch.send(i); i += 1 } }
+        var i = 0L
+        while i < n do
+          sum += Async.await(ch.canRead).get
+          if i % 1000 == 0 then maxSegments = maxSegments max impl.segmentCount
+          i += 1
+      assertEquals(sum, (0L until n).sum)
+      if ch.capacity != -1 then // an unbounded sender may run ahead: its values hold segments
+        assert(maxSegments <= 4, s"$maxSegments segments reachable while reading through canRead:\n${impl.dump.take(2000)}")
+      assert(impl.segmentCount <= 2, s"${impl.segmentCount} segments reachable after reading all:\n${impl.dump.take(2000)}")
+      impl.checkInvariants()
