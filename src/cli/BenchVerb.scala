@@ -37,7 +37,7 @@ object BenchVerb extends Verb:
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =
     for
-      options <- Args.parse(name, synopsis, parser, args)
+      options <- Args.parse(name, synopsis, parser, optionsFirst(args))
       suites <- chosen(options.suites.value)
     yield
       val progress = Option.when(Terminal.isInteractive)((line: String) => io.err.print(s"\r\u001b[K$line"))
@@ -51,6 +51,21 @@ object BenchVerb extends Verb:
       )
       progress.foreach(_ => io.err.print("\r\u001b[K"))
       ExitCode.Ok
+
+  /** Options may come before or after the suite names (`bench channels --quick`): mainargs's
+    * leftover would swallow everything after the first name, so the names go last.
+    */
+  private def optionsFirst(args: Seq[String]): Seq[String] =
+    val takesValue = Set("--json", "--plot")
+    val (options, names) = (Vector.newBuilder[String], Vector.newBuilder[String])
+    var i = 0
+    while i < args.length do
+      val a = args(i)
+      if takesValue(a) && i + 1 < args.length then { options += a += args(i + 1); i += 1 }
+      else if a.startsWith("-") && a != "-" then options += a
+      else names += a
+      i += 1
+    options.result() ++ names.result()
 
   private def chosen(names: Seq[String]): Either[CliError, Seq[asyncpipe.bench.Suite]] =
     if names.isEmpty then Right(Suites.all)

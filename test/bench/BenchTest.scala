@@ -59,3 +59,14 @@ class BenchTest extends munit.FunSuite:
     val (s2, e2) = run("bench", "--jsn", "x")
     assertEquals(s2, 2)
     assert(e2.contains("'--jsn'"), e2)
+    val (s3, e3) = run("bench", "channelz", "--quick")
+    assertEquals(s3, 2, "an option after a suite name must not hide the bad name")
+    assert(e3.contains("'channelz'"), e3)
+
+  test("options may follow the suite names"):
+    val dir = os.temp.dir()
+    val err = ByteArrayOutputStream()
+    val status = Main.run(Seq("bench", "race", "--quick", "--json", (dir / "r.json").toString),
+      Io(OwnedOutput(Channels.newChannel(ByteArrayOutputStream())), PrintStream(err, true, "UTF-8")))
+    assertEquals(status, 0, err.toString("UTF-8"))
+    assertEquals(ujson.read(os.read(dir / "r.json"))("suites").arr.map(_("name").str).toSeq, Seq("race"))
