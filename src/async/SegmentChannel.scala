@@ -745,20 +745,13 @@ private[async] object SegmentChannel:
         else "V"
 
   /** How many times a rendezvous waiter on a virtual thread yields before parking. A yield lets
-    * the other party run on this carrier, and often it resumes us before we park: measured on
-    * 2 cores, 2 yields took rendezvous from 0.34-0.65 M to 1.3-2.2 M ops/s, while spinning with
-    * onSpinWait (jox spins 128 times) fell to 0.02-0.16 M on a loaded machine, where the spinner
-    * holds the carrier its partner needs. Tunable with -Dasyncpipe.channel.yields.
+    * the other party run on this carrier, and often it resumes us before we park. Measured with
+    * `asyncpipe bench channels` on 2 quiet cores (rendezvous, M ops/s): 0 yields 2.1, 2 yields
+    * 2.3-2.7, 8 yields 3.4, 32 yields 2.4, 128 yields 2.7; spinning with onSpinWait instead (jox
+    * spins 128 times) fell to 0.02-0.16 on a loaded machine, where the spinner holds the carrier
+    * its partner needs. Tunable with -Dasyncpipe.channel.yields.
     */
-  /** One round of waiting for another thread's short step (a reservation, a resume, a claim).
-    * It gives up the carrier now and then: the thread we wait for may be a virtual thread that
-    * yielded inside a race decision and needs a carrier back, and with every carrier spinning it
-    * would never get one (a livelock found by ChannelStress on 2 cores).
-    */
-  private def spinWait(): Unit =
-    if java.util.concurrent.ThreadLocalRandom.current().nextInt(16) == 0 then Thread.`yield`() else Thread.onSpinWait()
-
-  private val RendezvousYields: Int = sys.props.get("asyncpipe.channel.yields").flatMap(_.toIntOption).getOrElse(2)
+  private val RendezvousYields: Int = sys.props.get("asyncpipe.channel.yields").flatMap(_.toIntOption).getOrElse(8)
 
   // ---------------------------------------------------------------------------------------------
   // Waiters
