@@ -744,6 +744,14 @@ private[async] object SegmentChannel:
         else if st eq CLOSED then "C"
         else "V"
 
+  /** One round of waiting for another thread's short step (a reservation, a resume, a claim).
+    * It gives up the carrier now and then: the thread we wait for may be a virtual thread that
+    * yielded inside a race decision and needs a carrier back, and with every carrier spinning it
+    * would never get one (a livelock found by ChannelStress on 2 cores).
+    */
+  private def spinWait(): Unit =
+    if java.util.concurrent.ThreadLocalRandom.current().nextInt(16) == 0 then Thread.`yield`() else Thread.onSpinWait()
+
   /** How many times a rendezvous waiter on a virtual thread yields before parking. A yield lets
     * the other party run on this carrier, and often it resumes us before we park. Measured with
     * `asyncpipe bench channels` on 2 quiet cores (rendezvous, M ops/s): 0 yields 2.1, 2 yields
