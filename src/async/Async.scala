@@ -103,9 +103,15 @@ object Async:
       else false // taken by another offer, or abandoned by a cancel
     override def isDone: Boolean = get != 0
 
-  private[async] def awaitWith[T](async: Async, src: Source[T]): T =
+  /** Throws `CancellationException` if `async`'s scope is cancelled and not inside
+    * `uninterruptible`: every blocking operation checks this before it waits.
+    */
+  private[async] def checkCancelled(async: Async, what: String): Unit =
     if async.isCancelled && !async.cancellationDeferred then
-      throw CancellationException("awaiting in a cancelled scope")
+      throw CancellationException(s"$what in a cancelled scope")
+
+  private[async] def awaitWith[T](async: Async, src: Source[T]): T =
+    checkCancelled(async, "awaiting")
     val waiter = Waiter[T](Thread.currentThread, async.runtime)
     var heldInterrupt = false // an interrupt that came inside `uninterruptible`: restored on return
     if !src.poll(waiter) then

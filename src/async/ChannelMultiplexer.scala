@@ -138,7 +138,7 @@ object ChannelMultiplexer:
     @volatile private var subs = Vector.empty[Sub]
     @volatile private var closed = false
 
-    private val control = UnboundedChannel[Unit]()
+    private[async] val control = UnboundedChannel[Unit]()
     private val wakes = control.canRead.map[Event](_ => Wake)
     private val wakePending = AtomicBoolean(false)
 
@@ -211,11 +211,6 @@ object ChannelMultiplexer:
     def dropped(c: SendableChannel[Try[T]]): Long =
       if onFull != OnFull.Drop then 0L
       else subs.find(_.out eq c).fold(0L)(_.dropped.get)
-
-    /** The control channel's dump, for tests (its `listeners=` count shows leftover registrations). */
-    private[async] def controlDump: String = control match
-      case c: SegmentChannel[?] => c.dump
-      case c                    => c.toString
 
     // ---------------------------------------------------------------------------------------------
     // The loop

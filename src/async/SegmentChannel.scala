@@ -99,8 +99,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   // Sending
 
   def send(x: T)(using async: Async): Unit =
-    if async.isCancelled && !async.cancellationDeferred then
-      throw CancellationException("send in a cancelled scope")
+    Async.checkCancelled(async, "send")
     if doSend(encode(x), async) == Closed then throw ChannelClosedException()
 
   def trySend(x: T): Boolean =
@@ -219,8 +218,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     else Success(v.asInstanceOf[T])
 
   def readOrClosed()(using async: Async): T | ChannelClosed =
-    if async.isCancelled && !async.cancellationDeferred then
-      throw CancellationException("read in a cancelled scope")
+    Async.checkCancelled(async, "read")
     val v = doReceive(async)
     if v eq Closed then ChannelClosed else decode[T](v)
 
@@ -389,7 +387,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     seg.cleanPrev()
 
   /** Offers the head to registered listeners until a full pass takes nothing. */
-  private def notifyListeners(): Unit =
+  private[SegmentChannel] def notifyListeners(): Unit =
     if !listeners.isEmpty then
       var progress = true
       while progress do
@@ -536,9 +534,6 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       else if to.decPointers() then to.remove() // our extra pointer was not used; repeat
     false
 
-  /** Listeners are told when a cancelled sender leaves the head. */
-  private[SegmentChannel] def notifyAfterWithdrawal(): Unit = notifyListeners()
-
   /** The segment holding index `r` for a listener read, without moving any reference; null if
     * the chain is closed before it; a later segment if it was removed.
     */
@@ -607,9 +602,6 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       if pointers != refs then fail(s"segment ${seg.id}: counter says $pointers pointers, found $refs")
       seg = seg.liveNext
     if isBuffered && buffered > capacity then fail(s"$buffered values buffered, capacity $capacity")
-    if !listeners.isEmpty && (r < s) && r < last then
-      // a waiting listener with a value at the head would be a lost wake-up
-      () // listeners may refuse (filters): not an invariant on its own
 
   /** Counters, then every reachable segment's cells as one letter each (see `cellCode`). */
   def dump: String =
@@ -627,6 +619,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         i += 1
       seg = seg.liveNext
     sb.result()
+
+  /** Listeners waiting on `canRead` (for leak tests). */
+  def registeredListeners: Int = listeners.size
 
   /** The number of segments reachable from the earliest segment reference (for leak tests). */
   def segmentCount: Int =
@@ -816,7 +811,7 @@ private[async] object SegmentChannel:
                 seg.setCell(i, if isSender then INTERRUPTED_SEND else INTERRUPTED_RECEIVE)
                 if isSender then
                   seg.cellInterruptedSender()
-                  ch.notifyAfterWithdrawal()
+                  ch.notifyListeners() // the head may now be skippable
                 else seg.cellInterruptedReceiver()
                 if heldInterrupt then Thread.currentThread.interrupt()
                 throw CancellationException(if isSender then "cancelled while sending" else "cancelled while reading")

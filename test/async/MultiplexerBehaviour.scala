@@ -49,10 +49,10 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
     case sc: SegmentChannel[?] => sc.dump
     case other                 => other.toString
 
-  /** Listeners registered on `c`'s `canRead`, from its dump (`listeners=N`). */
-  private def registrations(c: Channel[?])(using Location): Int = listenersIn(dumpOf(c))
-  private def listenersIn(dump: String)(using Location): Int =
-    "listeners=(\\d+)".r.findFirstMatchIn(dump).map(_.group(1).toInt).getOrElse(fail(s"no listeners=N in the dump: $dump"))
+  /** Listeners registered on `c`'s `canRead`. */
+  private def registrations(c: Channel[?])(using Location): Int = c match
+    case sc: SegmentChannel[?] => sc.registeredListeners
+    case other                 => fail(s"not a SegmentChannel: $other")
 
   private def isBlocked(t: Thread): Boolean =
     val s = t.getState
@@ -156,10 +156,10 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       val left = registrations(idle)
       assert(left <= 1, s"$left registrations left on the idle publisher after $values lost races: ${dumpOf(idle)}")
       val control = m match
-        case impl: ChannelMultiplexer.Impl[?] => impl.controlDump
+        case impl: ChannelMultiplexer.Impl[?] => impl.control
         case other                            => fail(s"not the implementation under test: $other")
-      val onControl = listenersIn(control)
-      assert(onControl <= 1, s"$onControl registrations left on the control channel after $values lost races: $control")
+      val onControl = registrations(control)
+      assert(onControl <= 1, s"$onControl registrations left on the control channel after $values lost races: ${dumpOf(control)}")
       idle.send(-1) // and the live registration still reads
       assertEquals(next(sub, "the idle publisher's value"), Success(-1))
       m.close()
