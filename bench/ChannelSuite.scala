@@ -28,50 +28,20 @@ object ChannelSuite extends Suite:
   private val threadBean = ManagementFactory.getThreadMXBean.asInstanceOf[com.sun.management.ThreadMXBean]
 
   def run(h: Harness): SuiteResult =
-    val rendezvous = h.measure("SyncChannel", 100_000) { k =>
-      val ch = SyncChannel[Elem]()
-      transfer("SyncChannel", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
-    }
-    val synchronousQueue = h.measure("SynchronousQueue put/take", 100_000) { k =>
-      val q = SynchronousQueue[Elem]()
-      transfer("SynchronousQueue", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
-    }
+    val rendezvous = channelRow(h, "SyncChannel", 100_000)(SyncChannel[Elem]())
+    val synchronousQueue = queueRow(h, "SynchronousQueue put/take", 100_000)(SynchronousQueue[Elem]())
     val spin = h.measure("spin hand-off on two volatiles", 100_000) { k =>
       val cell = SpinCell()
       transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
     }
-    val buffered16 = h.measure("BufferedChannel(16)", 500_000) { k =>
-      val ch = BufferedChannel[Elem](16)
-      transfer("BufferedChannel(16)", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
-    }
-    val arrayQueue16 = h.measure("ArrayBlockingQueue(16)", 500_000) { k =>
-      val q = ArrayBlockingQueue[Elem](16)
-      transfer("ArrayBlockingQueue(16)", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
-    }
-    val buffered100Body = (k: Int) =>
-      val ch = BufferedChannel[Elem](100)
-      transfer("BufferedChannel(100)", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
-    val arrayQueue100Body = (k: Int) =>
-      val q = ArrayBlockingQueue[Elem](100)
-      transfer("ArrayBlockingQueue(100)", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
-    val buffered100 = withAllocation(h, "BufferedChannel(100)", 500_000)(buffered100Body)
-    val arrayQueue100 = withAllocation(h, "ArrayBlockingQueue(100)", 500_000)(arrayQueue100Body)
-    val unbounded = h.measure("UnboundedChannel", 500_000) { k =>
-      val ch = UnboundedChannel[Elem]()
-      transfer("UnboundedChannel", k, 1, 1)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
-    }
-    val transferQueue = h.measure("LinkedTransferQueue put/take", 500_000) { k =>
-      val q = LinkedTransferQueue[Elem]()
-      transfer("LinkedTransferQueue", k, 1, 1)((x, _) => q.put(x))(_ => q.take())
-    }
-    val buffered100x4 = h.measure("BufferedChannel(100), 4 to 4", 500_000) { k =>
-      val ch = BufferedChannel[Elem](100)
-      transfer("BufferedChannel(100) 4x4", k, 4, 4)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
-    }
-    val arrayQueue100x4 = h.measure("ArrayBlockingQueue(100), 4 to 4", 500_000) { k =>
-      val q = ArrayBlockingQueue[Elem](100)
-      transfer("ArrayBlockingQueue(100) 4x4", k, 4, 4)((x, _) => q.put(x))(_ => q.take())
-    }
+    val buffered16 = channelRow(h, "BufferedChannel(16)", 500_000)(BufferedChannel[Elem](16))
+    val arrayQueue16 = queueRow(h, "ArrayBlockingQueue(16)", 500_000)(ArrayBlockingQueue[Elem](16))
+    val buffered100 = channelRow(h, "BufferedChannel(100)", 500_000, countAllocation = true)(BufferedChannel[Elem](100))
+    val arrayQueue100 = queueRow(h, "ArrayBlockingQueue(100)", 500_000, countAllocation = true)(ArrayBlockingQueue[Elem](100))
+    val unbounded = channelRow(h, "UnboundedChannel", 500_000)(UnboundedChannel[Elem]())
+    val transferQueue = queueRow(h, "LinkedTransferQueue put/take", 500_000)(LinkedTransferQueue[Elem]())
+    val buffered100x4 = channelRow(h, "BufferedChannel(100), 4 to 4", 500_000, 4)(BufferedChannel[Elem](100))
+    val arrayQueue100x4 = queueRow(h, "ArrayBlockingQueue(100), 4 to 4", 500_000, 4)(ArrayBlockingQueue[Elem](100))
     SuiteResult(name, Seq(
       Comparison(rendezvous, synchronousQueue, Some(">= 1.0x")),
       Comparison(buffered16, arrayQueue16, Some(">= 1.0x")),
@@ -83,6 +53,27 @@ object ChannelSuite extends Suite:
     ), buffered100.bytesPerOp.toSeq.map { b =>
       Figure("BufferedChannel(100) allocation per element", b, "B/op", Some("<= 16 B/op"))
     })
+
+  /** A row moving `k` values through a fresh channel from `parties` senders to `parties` readers. */
+  private def channelRow(h: Harness, name: String, fullOps: Int, parties: Int = 1, countAllocation: Boolean = false)(
+      make: => Channel[Elem]
+  ): Measurement =
+    row(h, name, fullOps, countAllocation) { k =>
+      val ch = make
+      transfer(name, k, parties, parties)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+    }
+
+  /** The same for a fresh JDK queue, with `put` and `take`. */
+  private def queueRow(h: Harness, name: String, fullOps: Int, parties: Int = 1, countAllocation: Boolean = false)(
+      make: => java.util.concurrent.BlockingQueue[Elem]
+  ): Measurement =
+    row(h, name, fullOps, countAllocation) { k =>
+      val q = make
+      transfer(name, k, parties, parties)((x, _) => q.put(x))(_ => q.take())
+    }
+
+  private def row(h: Harness, name: String, fullOps: Int, countAllocation: Boolean)(body: Int => Unit): Measurement =
+    if countAllocation then withAllocation(h, name, fullOps)(body) else h.measure(name, fullOps)(body)
 
   /** One publisher and one subscriber (both `BufferedChannel(16)`) through a multiplexer, against
     * `plain`: the same transfer on one `BufferedChannel(16)`. The multiplexer's loop and delivery
