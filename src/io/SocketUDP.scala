@@ -1,0 +1,235 @@
+package asyncpipe.io
+
+import asyncpipe.async.{Async, Future, Promise}
+import java.net.{DatagramPacket, InetSocketAddress, StandardSocketOptions}
+import java.nio.ByteBuffer
+import java.nio.channels.{DatagramChannel, SelectionKey, Selector}
+import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
+import java.util.concurrent.locks.ReentrantLock
+import scala.util.{Failure, Success}
+import scala.util.control.NonFatal
+
+/** A UDP socket on a non-blocking NIO `DatagramChannel`; see [[PosixLikeIO]] for the contract. */
+final class SocketUDP:
+  import SocketUDP.*
+
+  @volatile private var channel: DatagramChannel | Null = null
+  /** One receive at a time uses `inbox`; a waiting receive holds it while it waits. */
+  private val receiving = ReentrantLock()
+  /** Where datagrams land before they are copied out whole: room for the largest one. */
+  private var inbox: ByteBuffer | Null = null // guarded by `receiving`
+  /** Datagrams a receive took from the kernel after its future was cancelled: the next
+    * receives return them first, so a cancel loses none.
+    */
+  private val stash = ConcurrentLinkedQueue[DatagramPacket]()
+  private val waiting = ReentrantLock()
+  /** Made on first need: one to wait until a datagram can be read, one until one can be sent. */
+  private var readable: Selector | Null = null // guarded by `waiting`
+  private var writable: Selector | Null = null // guarded by `waiting`
+  /** The last destination, resolved: a sink sends to the same one every time. */
+  @volatile private var lastTarget: InetSocketAddress | Null = null
+
+  def isOpened: Boolean =
+    val ch = channel
+    ch != null && ch.isOpen
+
+  /** Opens the socket bound to `port` on every interface (0: a port the system picks). */
+  def bindAndOpen(port: Int): SocketUDP = bindAndOpen(null, port)
+
+  /** Opens the socket bound to `port` on the interface of `host` (null: every interface). */
+  def bindAndOpen(host: String | Null, port: Int): SocketUDP =
+    require(port >= 0 && port <= 65535, s"UDP port was $port, must be 0 to 65535")
+    val at = if host == null then InetSocketAddress(port) else InetSocketAddress(host, port)
+    val where = s"udp ${if host == null then "*" else host}:$port"
+    if at.isUnresolved then throw PosixIOException("bind", where, "cannot resolve the host name")
+    openWith(where)(_.bind(at))
+
+  /** Opens the socket unbound: the system binds it to a free port on the first send or receive. */
+  def open(): SocketUDP = openWith("udp socket")(_ => ())
+
+  private def openWith(where: String)(setUp: DatagramChannel => Unit): SocketUDP = synchronized {
+    if isOpened then throw IllegalStateException(s"UDP socket ${describe} is already open: close it first")
+    val ch = IoFailure.about("open", where)(DatagramChannel.open())
+    try
+      IoFailure.about("bind", where) {
+        ch.configureBlocking(false)
+        setUp(ch)
+      }
+    catch
+      case e: Throwable =>
+        ch.close()
+        throw e
+    channel = ch
+    this
+  }
+
+  /** Closes the socket; a receive or send waiting on it fails. Closing a closed socket does nothing. */
+  def close(): Unit =
+    val ch = channel
+    if ch != null then
+      IoFailure.about("close", describe)(ch.close())
+      waiting.lock()
+      try
+        Seq(readable, writable).foreach(s => if s != null then s.close())
+        readable = null
+        writable = null
+      finally waiting.unlock()
+
+  /** The address and port the socket is bound to (port 0 before an unbound socket's first use). */
+  def localAddress: InetSocketAddress =
+    IoFailure.about("address of", describe)(opened("address of").getLocalAddress.asInstanceOf[InetSocketAddress | Null]) match
+      case null => InetSocketAddress(0)
+      case a    => a
+  def localPort: Int = localAddress.getPort
+
+  /** The kernel's receive buffer (SO_RCVBUF) in bytes, as the system set it (Linux doubles the
+    * request and caps it at `net.core.rmem_max`).
+    */
+  def receiveBufferSize: Int = IoFailure.about("get SO_RCVBUF of", describe)(opened("get SO_RCVBUF of").getOption[Integer](StandardSocketOptions.SO_RCVBUF).intValue)
+  def receiveBufferSize_=(bytes: Int): Unit =
+    require(bytes > 0, s"receive buffer size was $bytes, must be > 0")
+    IoFailure.about("set SO_RCVBUF of", describe)(opened("set SO_RCVBUF of").setOption[Integer](StandardSocketOptions.SO_RCVBUF, Integer.valueOf(bytes)))
+
+  // ---------------------------------------------------------------------------------------------
+  // Send
+
+  /** Sends the remaining bytes of `data` as one datagram to `address`:`port`. At most 65,507
+    * bytes; the future completes when the kernel has taken the datagram.
+    */
+  def send(data: ByteBuffer, address: String, port: Int)(using Async): Future[Unit] =
+    val where = s"udp $address:$port"
+    try
+      val ch = opened("send to")
+      if data.remaining > MaxDatagram then
+        throw PosixIOException("send to", where, s"a datagram of ${data.remaining} bytes is larger than the UDP limit of $MaxDatagram")
+      val target = resolve(address, port, where)
+      val size = data.remaining
+      if ch.send(data, target) == size then Sent
+      else
+        val worker = Future {
+          try
+            while ch.send(data, target) != size do awaitReady(SelectionKey.OP_WRITE)
+          catch case NonFatal(e) => throw IoFailure.wrap("send to", where, e)
+        }
+        worker
+    catch case NonFatal(e) => Future.now(Failure(IoFailure.wrap("send to", where, e)))
+
+  private def resolve(address: String, port: Int, where: String): InetSocketAddress =
+    require(port > 0 && port <= 65535, s"UDP port was $port, must be 1 to 65535")
+    val last = lastTarget
+    if last != null && last.getPort == port && last.getHostString == address then last
+    else
+      val t = InetSocketAddress(address, port)
+      if t.isUnresolved then throw PosixIOException("send to", where, "cannot resolve the host name")
+      lastTarget = t
+      t
+
+  // ---------------------------------------------------------------------------------------------
+  // Receive
+
+  /** The next datagram, whole (up to 65,507 bytes), with the sender's address and port. A
+    * datagram already waiting in the kernel is returned at once (a completed future); otherwise a
+    * future waits for one. Cancelling that future ends the wait and leaves the socket open; a
+    * datagram it had taken already goes to the next receive.
+    */
+  def receive()(using Async): Future[DatagramPacket] =
+    try
+      val ch = opened("receive on")
+      val stashed = stash.poll()
+      if stashed != null then return Future.now(Success(stashed))
+      if receiving.tryLock() then
+        try
+          val p = tryReceive(ch)
+          if p != null then return Future.now(Success(p))
+        finally receiving.unlock()
+      waitForDatagram(ch)
+    catch case NonFatal(e) => Future.now(Failure(IoFailure.wrap("receive on", describe, e)))
+
+  private def waitForDatagram(ch: DatagramChannel)(using Async): Future[DatagramPacket] =
+    val result = Handoff[DatagramPacket]()
+    result.attach(Future {
+      try
+        var p: DatagramPacket | Null = null
+        while p == null do
+          receiving.lockInterruptibly()
+          try
+            p = stash.poll()
+            if p == null then p = tryReceive(ch)
+            if p == null then awaitReady(SelectionKey.OP_READ)
+          finally receiving.unlock()
+        if !result.complete(Success(p)) then stash.add(p) // cancelled meanwhile: keep it for the next receive
+      catch
+        case e: (InterruptedException | CancellationException) => result.complete(Failure(CancellationException("receive cancelled")))
+        case NonFatal(e) => result.complete(Failure(IoFailure.wrap("receive on", describe, e)))
+    })
+    result
+
+  /** A datagram from the kernel without waiting, or null. The caller holds `receiving`. */
+  private def tryReceive(ch: DatagramChannel): DatagramPacket | Null =
+    var box = inbox
+    if box == null then
+      box = ByteBuffer.allocateDirect(InboxSize)
+      inbox = box
+    box.clear()
+    ch.receive(box) match
+      case null => null
+      case from =>
+        box.flip()
+        val bytes = new Array[Byte](box.remaining)
+        box.get(bytes)
+        DatagramPacket(bytes, bytes.length, from)
+
+  /** Waits until the channel is ready for `op`, a wakeup, or an interrupt (which throws
+    * `InterruptedException`). A selector is woken by an interrupt without closing anything,
+    * unlike a blocking channel operation, which is why the channel never blocks itself.
+    */
+  private def awaitReady(op: Int): Unit =
+    val ch = opened("wait on")
+    val selector =
+      waiting.lockInterruptibly()
+      try
+        val made = if op == SelectionKey.OP_READ then readable else writable
+        if made != null then made
+        else
+          val s = Selector.open()
+          ch.register(s, op)
+          if op == SelectionKey.OP_READ then readable = s else writable = s
+          s
+      finally waiting.unlock()
+    selector.select((_: SelectionKey) => ())
+    if Thread.interrupted() then throw InterruptedException("UDP wait interrupted")
+
+  private def opened(operation: String): DatagramChannel =
+    val ch = channel
+    if ch == null then throw PosixIOException(operation, describe, "not open: call open() or bindAndOpen(port) first")
+    if !ch.isOpen then throw PosixIOException(operation, describe, "closed")
+    ch
+
+  private def describe: String =
+    val ch = channel
+    val local = if ch == null then null else try ch.getLocalAddress catch case NonFatal(_) => null
+    local match
+      case a: InetSocketAddress => s"udp ${a.getHostString}:${a.getPort}"
+      case _                    => "udp socket"
+
+  override def toString: String = s"SocketUDP(${describe}${if isOpened then "" else ", closed"})"
+
+object SocketUDP:
+  /** The largest UDP payload over IPv4: 65,535 minus the IP and UDP headers. */
+  final val MaxDatagram = 65507
+  /** Room for the largest IPv6 payload too (65,527), so no datagram is ever cut. */
+  private final val InboxSize = 65536
+  private val Sent: Future[Unit] = Future.now(Success(()))
+
+/** A promise that a worker future completes: cancelling it cancels the worker, and the worker
+  * learns from `complete` whether its value was taken or came too late.
+  */
+private[io] final class Handoff[T] extends Promise[T]:
+  @volatile private var worker: Future[?] | Null = null
+  def attach(w: Future[?]): Unit =
+    worker = w
+    if isCompleted then w.cancel() // cancelled before the worker was known
+  override def cancel(): Unit =
+    super.cancel()
+    val w = worker
+    if w != null then w.cancel()
