@@ -12,15 +12,18 @@ object Plan:
   val Full: Plan = Plan(warmup = 3, iterations = 7, scale = 1.0)
   val Quick: Plan = Plan(warmup = 1, iterations = 3, scale = 0.05)
 
-/** One measured subject: throughput per iteration (ops/s), allocation and GC figures. */
+/** One measured subject: a figure per iteration, higher is better (throughput in ops/s unless
+  * `unit` says otherwise), allocation and GC figures.
+  */
 final case class Measurement(
     name: String,
-    opsPerSecond: Seq[Double],
+    perIteration: Seq[Double],
     bytesPerOp: Option[Double],
-    gcCount: Long
+    gcCount: Long,
+    unit: String = "ops/s"
 ):
-  require(opsPerSecond.nonEmpty, s"measurement '$name' has no iterations")
-  private val sorted = opsPerSecond.sorted
+  require(perIteration.nonEmpty, s"measurement '$name' has no iterations")
+  private val sorted = perIteration.sorted
   def median: Double = sorted(sorted.size / 2)
   def min: Double = sorted.head
   def max: Double = sorted.last
@@ -42,7 +45,7 @@ final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures
 final case class Figure(name: String, value: Double, unit: String, target: Option[String])
 
 /** Measures bodies that run `ops` operations each call. */
-final class Harness(plan: Plan, progress: String => Unit):
+final class Harness(val plan: Plan, val progress: String => Unit):
   private val threadBean = ManagementFactory.getThreadMXBean.asInstanceOf[com.sun.management.ThreadMXBean]
 
   /** Warm-up, then `plan.iterations` timed calls of `body(ops)`; allocation is counted on the

@@ -29,7 +29,7 @@ object Report:
       val rows = r.comparisons.flatMap { c =>
         Seq(row(c.subject, f"${c.ratio}%.2fx", c.target.getOrElse("")), row(c.baseline, "baseline", ""))
       }
-      b ++= render(Seq("subject", "median ops/s", "min-max", "B/op", "ratio", "target") +: rows)
+      b ++= render(Seq("subject", "median", "min-max", "B/op", "ratio", "target") +: rows)
       for c <- r.comparisons; m <- Seq(c.subject, c.baseline) if m.noisy do
         b ++= f"warning: '${m.name}' spread ${m.spread * 100}%.0f%% between iterations; the machine may be busy\n"
     if r.figures.nonEmpty then
@@ -39,7 +39,7 @@ object Report:
     b.toString
 
   private def row(m: Measurement, ratio: String, target: String): Seq[String] =
-    Seq(m.name, f"${m.median}%,.0f", f"${m.min}%,.0f-${m.max}%,.0f", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
+    Seq(m.name, f"${m.median}%,.0f ${m.unit}", f"${m.min}%,.0f-${m.max}%,.0f", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
 
   private def render(rows: Seq[Seq[String]]): String =
     val widths = rows.transpose.map(_.map(_.length).max)
@@ -48,7 +48,7 @@ object Report:
   // ---------------------------------------------------------------------------------------------
   // JSON: {"machine": {...}, "suites": [{"name", "comparisons": [{"subject": M, "baseline": M,
   // "ratio", "target"}], "figures": [{"name", "value", "unit", "target"}]}]}, where M is
-  // {"name", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"}.
+  // {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"}.
 
   def json(machine: Machine, results: Seq[SuiteResult]): String =
     def str(s: String) = "\"" + s.flatMap {
@@ -60,7 +60,7 @@ object Report:
     def arr(items: Seq[String]) = items.mkString("[", ", ", "]")
     def meas(m: Measurement) = obj(
       "name" -> str(m.name), "median" -> num(m.median), "min" -> num(m.min), "max" -> num(m.max),
-      "iterations" -> arr(m.opsPerSecond.map(num)), "bytesPerOp" -> m.bytesPerOp.fold("null")(num),
+      "unit" -> str(m.unit), "iterations" -> arr(m.perIteration.map(num)), "bytesPerOp" -> m.bytesPerOp.fold("null")(num),
       "gcCount" -> m.gcCount.toString
     )
     obj(

@@ -112,6 +112,9 @@ object Async:
 
   private[async] def awaitWith[T](async: Async, src: Source[T]): T =
     checkCancelled(async, "awaiting")
+    src match // a completed future (an IO operation that did not wait, say): no waiter to make
+      case done: OneShot[?] if done.hasValue => return done.valueNow.asInstanceOf[T]
+      case _                                 => ()
     val waiter = Waiter[T](Thread.currentThread, async.runtime)
     var heldInterrupt = false // an interrupt that came inside `uninterruptible`: restored on return
     if !src.poll(waiter) then

@@ -57,6 +57,9 @@ private[async] abstract class OneShot[T](initial: AnyRef | Null) extends AtomicR
       if compareAndSet(s, next) then return
       s = get // else: retry on the new word
 
+  /** The value, which must be set (`hasValue`): read without a listener. */
+  private[async] final def valueNow: T = decode(get)
+
   /** Listeners registered now (for tests and diagnostics). */
   private[async] final def listenerCount: Int = get match
     case cbs: Callbacks => cbs.size

@@ -16,6 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger
 private[io] object Chunks:
   val Size: Int = 1 << 20
   private val MaxPooled = 4
+  private val Small = 16 * 1024
   private val pool = ConcurrentLinkedQueue[ByteBuffer]()
   private val pooled = AtomicInteger()
 
@@ -35,7 +36,22 @@ private[io] object Chunks:
     * it got). The number of bytes read; 0 at the end.
     */
   def read(ch: FileChannel, bytes: Array[Byte], off: Int, len: Int, untilFull: Boolean): Int =
-    if len == 0 then return 0
+    if len == 0 then 0
+    else if len <= Small then readSmall(ch, bytes, off, len, untilFull)
+    else readLarge(ch, bytes, off, len, untilFull)
+
+  /** Up to `Small` bytes: straight into the array (the JDK's per-thread temporary buffer of this
+    * size is cheap); a path of its own, so that large reads do not shape how the JIT compiles it.
+    */
+  private def readSmall(ch: FileChannel, bytes: Array[Byte], off: Int, len: Int, untilFull: Boolean): Int =
+    val into = ByteBuffer.wrap(bytes, off, len)
+    var more = true
+    while more && into.hasRemaining do
+      val n = ch.read(into)
+      if n < 0 || (!untilFull && n > 0) then more = false
+    into.position() - off
+
+  private def readLarge(ch: FileChannel, bytes: Array[Byte], off: Int, len: Int, untilFull: Boolean): Int =
     val chunk = take()
     try
       var done = 0
@@ -54,7 +70,12 @@ private[io] object Chunks:
 
   /** Writes all of `bytes` at the channel's position. */
   def writeFully(ch: FileChannel, bytes: Array[Byte]): Unit =
-    if bytes.length == 0 then return
+    if bytes.length <= Small then
+      val from = ByteBuffer.wrap(bytes)
+      while from.hasRemaining do ch.write(from)
+    else writeLarge(ch, bytes)
+
+  private def writeLarge(ch: FileChannel, bytes: Array[Byte]): Unit =
     val chunk = take()
     try
       var done = 0

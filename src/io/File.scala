@@ -4,8 +4,7 @@ import asyncpipe.async.{Async, Future, uninterruptible}
 import java.nio.ByteBuffer
 import java.nio.channels.{ClosedByInterruptException, FileChannel}
 import java.nio.charset.{Charset, StandardCharsets}
-import java.nio.file.{Files, InvalidPathException, Path, StandardOpenOption}
-import java.nio.file.attribute.BasicFileAttributes
+import java.nio.file.{InvalidPathException, Path, StandardOpenOption}
 import java.util.concurrent.locks.ReentrantLock
 import scala.util.{Failure, Success}
 import scala.util.control.NonFatal
@@ -47,9 +46,11 @@ final class File(val path: String):
         case e: (IllegalArgumentException | UnsupportedOperationException) =>
           throw PosixIOException("open", path, s"bad options ${opts.mkString(", ")}: ${e.getMessage}", e)
         case NonFatal(e) => throw IoFailure.wrap("open", path, e)
+    // A file that can seek never blocks (regular files, /dev/null, /dev/zero); FIFOs, sockets and
+    // terminals cannot (ESPIPE). One lseek, cheaper than a stat of the path.
     regular =
-      try Files.readAttributes(p, classOf[BasicFileAttributes]).isRegularFile
-      catch case NonFatal(_) => false // cannot tell: treat it as one that may block
+      try { ch.position(); true }
+      catch case NonFatal(_) => false
     closedBecause = null
     carry = File.NoBytes
     channel = ch
@@ -124,17 +125,20 @@ final class File(val path: String):
       bytes.length
     }
 
+  /** On a regular file: `min(size, what is left)` bytes, and a cut character is given back by
+    * moving the position back. On others: what one read gives after the carry, and a cut
+    * character is carried.
+    */
   private def readText(ch: FileChannel, size: Int, charset: Charset): String =
-    val fromCarry = math.min(size, carry.length)
-    val want =
-      if regular then math.min(size.toLong, fromCarry + math.max(0L, ch.size() - ch.position())).toInt
-      else size
+    val fromCarry = math.min(size, carry.length) // 0 on a regular file
+    val start = if regular then ch.position() else 0L
+    val end = if regular then ch.size() else 0L
+    val want = if regular then math.min(size.toLong, math.max(0L, end - start)).toInt else size
     val bytes = new Array[Byte](want)
     System.arraycopy(carry, 0, bytes, 0, fromCarry)
     carry = carry.drop(fromCarry)
-    val start = if regular then ch.position() - fromCarry else 0L
     val got = fromCarry + Chunks.read(ch, bytes, fromCarry, want - fromCarry, untilFull = regular)
-    val atEnd = if regular then ch.position() >= ch.size() else got == fromCarry && want > fromCarry
+    val atEnd = if regular then start + got >= end else got == fromCarry && want > fromCarry
     val decoded = Text.decode(bytes, got, charset, atEnd, start)
     if decoded.consumed == 0 && got > 0 && !atEnd then
       throw TextCodingException(s"readString size $size is smaller than the character at byte $start: ask for at least 4 bytes")
@@ -182,5 +186,5 @@ final class File(val path: String):
           case NonFatal(e) => throw IoFailure.wrap(operation, path, e)
       }
 
-private object File:
-  val NoBytes: Array[Byte] = Array.emptyByteArray
+object File:
+  private val NoBytes: Array[Byte] = Array.emptyByteArray

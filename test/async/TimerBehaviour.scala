@@ -45,8 +45,11 @@ abstract class TimerBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog
   test("all timers ring on one shared scheduler thread"):
     val threads = ConcurrentLinkedQueue[Thread]()
     val rang = CountDownLatch(5)
-    for i <- 1 to 5 do
-      Timer(20L * i).onComplete(Listener[Boolean] { _ => threads.add(Thread.currentThread()); rang.countDown(); true })
+    // listeners first, then start: a timer that rang before its listener came would run it on
+    // this thread (a loaded machine can take 20 ms between two lines)
+    val timers = (1 to 5).map(i => StartableTimer(20L * i))
+    timers.foreach(_.onComplete(Listener[Boolean] { _ => threads.add(Thread.currentThread()); rang.countDown(); true }))
+    timers.foreach(_.start())
     awaitLatch(rang, "every timer to ring")
     val distinct = threads.toArray.toSet
     assertEquals(distinct.size, 1, s"timers rang on $distinct")
