@@ -2,7 +2,7 @@ package asyncpipe
 
 import asyncpipe.async.*
 
-/** The README's library snippet, kept in step by hand: if this changes, change the README too. */
+/** The README's library snippets, kept in step by hand: if this changes, change the README too. */
 class ReadmeTest extends munit.FunSuite:
   test("README: the library snippet runs and gives the first result and the retried value"):
     val answer = Async.blocking:
@@ -26,10 +26,23 @@ class ReadmeTest extends munit.FunSuite:
       s"$sum $picked"
     assertEquals(report, "5050 b")
 
+  test("README: the IO snippet writes, reads back in two parts and echoes over UDP"):
+    import asyncpipe.io.*
+    import java.nio.file.StandardOpenOption.{CREATE, TRUNCATE_EXISTING, WRITE}
+    val received = Async.blocking:
+      val path = java.nio.file.Files.createTempFile("readme", ".txt").toString
+      PIOHelper.withFile(path, CREATE, TRUNCATE_EXISTING, WRITE)(_.writeString("héllo wörld").value)
+      val text = PIOHelper.withFile(path)(f => f.readString(2).value + "|" + f.readString(100).value)
+      PIOHelper.withSocketUDP(0): server => // port 0: the system picks a free one
+        PIOHelper.withSocketUDP(): client =>
+          client.send(java.nio.ByteBuffer.wrap(text.getBytes("UTF-8")), "127.0.0.1", server.localPort).value
+          String(server.receive().value.getData, "UTF-8") // a datagram arrives whole
+    assertEquals(received, "h|éllo wörld")
+
   test("README: the snippets in the README are the ones tested here"):
     val readme = os.read(os.Path(sys.env("ASYNCPIPE_ROOT")) / "README.md")
     val tested = os.read(os.Path(sys.env("ASYNCPIPE_ROOT")) / "test" / "ReadmeTest.scala")
     val snippets = readme.split("```scala\n").drop(1).map(_.split("```")(0)).toSeq
-    assertEquals(snippets.size, 2, "README scala snippets")
+    assertEquals(snippets.size, 3, "README scala snippets")
     for snippet <- snippets; line <- snippet.linesIterator.drop(2).map(_.trim).filter(_.nonEmpty) do // after the import
       assert(tested.contains(line), s"README line not in ReadmeTest: $line")
