@@ -321,7 +321,7 @@ abstract class SocketUdpBehaviour(runtime: Runtime) extends munit.FunSuite, Watc
   // ---------------------------------------------------------------------------------------------
   // Options, errors, open and close
 
-  test("receiveBufferSize (SO_RCVBUF): reads what the system set; Linux doubles the request, capped by rmem_max"):
+  test("receiveBufferSize (SO_RCVBUF): set then get; on Linux the JDK reports the request capped by rmem_max, not the kernel's doubled figure"):
     val s = SocketUDP().bindAndOpen(0)
     try
       val initial = s.receiveBufferSize
