@@ -13,6 +13,11 @@ trait Runtime:
   def name: String
   /** Starts `task` on a new thread of this runtime and returns that thread. */
   def start(task: Runnable): Thread
+  /** Starts `task` on a thread that may block in a system call only a signal ends (a read of a
+    * FIFO: a virtual thread blocked there cannot be interrupted out of it): a platform thread on
+    * the JVM, whichever threads `start` makes.
+    */
+  def startForSystemCall(task: Runnable): Thread = Runtime.PlatformThreads.start(task)
   /** Blocks the current thread until unparked, interrupted, or spuriously. */
   def park(blocker: AnyRef): Unit = LockSupport.park(blocker)
   /** As `park`, for at most `nanos`. */

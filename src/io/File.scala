@@ -1,6 +1,6 @@
 package asyncpipe.io
 
-import asyncpipe.async.{Async, Future, uninterruptible}
+import asyncpipe.async.{Async, Future, Worker, uninterruptible}
 import java.nio.ByteBuffer
 import java.nio.channels.{ClosedByInterruptException, FileChannel}
 import java.nio.charset.{Charset, StandardCharsets}
@@ -74,8 +74,7 @@ final class File(val path: String):
     * (fewer than asked, as POSIX `read` may), or -1 at the end of the file.
     */
   def read(buffer: ByteBuffer)(using Async): Future[Int] =
-    val ch = opened("read")
-    perform("read")(withLock {
+    perform("read")(ch => withLock {
       if carry.length == 0 then ch.read(buffer)
       else
         val n = math.min(carry.length, buffer.remaining)
@@ -87,21 +86,18 @@ final class File(val path: String):
   /** Reads into `buffer` at `position`, leaving the sequential position where it is. */
   def read(buffer: ByteBuffer, position: Long)(using Async): Future[Int] =
     require(position >= 0, s"read position was $position, must be >= 0")
-    val ch = opened("read")
-    perform("read")(ch.read(buffer, position))
+    perform("read")(_.read(buffer, position))
 
   /** Writes `buffer` at the current position (the end, if opened with `APPEND`), advancing it:
     * the number of bytes written.
     */
   def write(buffer: ByteBuffer)(using Async): Future[Int] =
-    val ch = opened("write")
-    perform("write")(withLock(ch.write(buffer)))
+    perform("write")(ch => withLock(ch.write(buffer)))
 
   /** Writes `buffer` at `position`, leaving the sequential position where it is. */
   def write(buffer: ByteBuffer, position: Long)(using Async): Future[Int] =
     require(position >= 0, s"write position was $position, must be >= 0")
-    val ch = opened("write")
-    perform("write")(ch.write(buffer, position))
+    perform("write")(_.write(buffer, position))
 
   // ---------------------------------------------------------------------------------------------
   // Text
@@ -111,15 +107,13 @@ final class File(val path: String):
     */
   def readString(size: Int, charset: Charset = StandardCharsets.UTF_8)(using Async): Future[String] =
     require(size >= 0, s"readString size was $size, must be >= 0")
-    val ch = opened("read")
-    perform("read")(withLock(readText(ch, size, charset)))
+    perform("read")(ch => withLock(readText(ch, size, charset)))
 
   /** Encodes `s` and writes all of it at the current position: the number of bytes written.
     * Text the charset cannot encode fails without writing anything.
     */
   def writeString(s: String, charset: Charset = StandardCharsets.UTF_8)(using Async): Future[Int] =
-    val ch = opened("write")
-    perform("write") {
+    perform("write") { ch =>
       val bytes = Text.encode(s, charset)
       withLock(Chunks.writeFully(ch, bytes))
       bytes.length
@@ -139,14 +133,23 @@ final class File(val path: String):
     carry = carry.drop(fromCarry)
     val got = fromCarry + Chunks.read(ch, bytes, fromCarry, want - fromCarry, untilFull = regular)
     val atEnd = if regular then start + got >= end else got == fromCarry && want > fromCarry
-    val decoded = Text.decode(bytes, got, charset, atEnd, start)
-    if decoded.consumed == 0 && got > 0 && !atEnd then
-      throw TextCodingException(s"readString size $size is smaller than the character at byte $start: ask for at least 4 bytes")
+    val decoded =
+      try Text.decode(bytes, got, charset, atEnd, start)
+      catch
+        case e: TextCodingException =>
+          giveBack(ch, bytes, 0, got) // a failed read consumes nothing
+          throw e
     val left = got - decoded.consumed
-    if left > 0 then // part of a character: give it back to the next read
-      if regular then ch.position(ch.position() - left)
-      else carry = java.util.Arrays.copyOfRange(bytes, decoded.consumed, got) ++ carry
+    if left > 0 then giveBack(ch, bytes, decoded.consumed, got) // part of a character: for the next read
+    if decoded.consumed == 0 && got > 0 then
+      throw TextCodingException(s"readString size $size is smaller than the character at byte $start: ask for at least 4 bytes")
     decoded.text
+
+  /** Makes `bytes[from, until)`, just read, the next bytes a sequential read returns. */
+  private def giveBack(ch: FileChannel, bytes: Array[Byte], from: Int, until: Int): Unit =
+    if until > from then
+      if regular then ch.position(ch.position() - (until - from))
+      else carry = java.util.Arrays.copyOfRange(bytes, from, until) ++ carry
 
   // ---------------------------------------------------------------------------------------------
   // How an operation runs
@@ -159,31 +162,36 @@ final class File(val path: String):
       throw PosixIOException(operation, path, if why == null then "closed" else s"closed $why")
     ch
 
+  /** A plain `lock`: inline operations hold a cancel anyway, and a worker's wait for the lock
+    * ends when the worker ends (a cancel closes the channel the holder is blocked on).
+    */
   private inline def withLock[T](inline body: T): T =
-    sequential.lockInterruptibly()
+    sequential.lock()
     try body
     finally sequential.unlock()
 
-  /** Runs `body` as [[PosixLikeIO]] says: on a regular file on this thread, with a cancel held
-    * until it returns (an interrupt would close the channel); otherwise on a future of its own,
-    * which a cancel interrupts (closing the file, as NIO does).
+  /** Runs `body` on the open channel as [[PosixLikeIO]] says: on a regular file on this thread,
+    * with a cancel held until it returns (an interrupt would close the channel); otherwise on a
+    * platform thread of its own (a virtual thread blocked in `read(2)` on a FIFO cannot be woken),
+    * which a cancel interrupts, closing the file as NIO does. Failures, "not open" included, are
+    * the future's.
     */
-  private inline def perform[T](operation: String)(inline body: T)(using async: Async): Future[T] =
+  private inline def perform[T](operation: String)(inline body: FileChannel => T)(using async: Async): Future[T] =
     if regular then
       Future.now(
         if async.isCancelled then Failure(java.util.concurrent.CancellationException(s"$operation $path in a cancelled scope"))
         else
-          try Success(uninterruptible(body))
+          try Success(uninterruptible(body(opened(operation))))
           catch case NonFatal(e) => Failure(IoFailure.wrap(operation, path, e))
       )
     else
-      Future {
-        try body
+      Worker.start[T](s"$operation $path", onPlatformThread = true) { w =>
+        try w.offer(Success(body(opened(operation))))
         catch
           case e: ClosedByInterruptException =>
             closedBecause = s"when a blocked $operation was cancelled"
-            throw e
-          case NonFatal(e) => throw IoFailure.wrap(operation, path, e)
+            w.offer(Failure(IoFailure.wrap(operation, path, e)))
+          case NonFatal(e) => w.offer(Failure(IoFailure.wrap(operation, path, e)))
       }
 
 object File:

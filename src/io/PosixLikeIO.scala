@@ -7,8 +7,8 @@ package asyncpipe.io
   *
   * {{{
   * Async.blocking:
-  *   PIOHelper.withFile("/tmp/x.txt", CREATE, TRUNCATE_EXISTING, WRITE)(_.writeString("hello\n").await)
-  *   PIOHelper.withFile("/tmp/x.txt")(_.readString(1024).await)  // "hello\n"
+  *   PIOHelper.withFile("/tmp/x.txt", CREATE, TRUNCATE_EXISTING, WRITE)(_.writeString("hello\n").value)
+  *   PIOHelper.withFile("/tmp/x.txt")(_.readString(1024).value)  // "hello\n"
   * }}}
   *
   * ==Files== `File(path)`, then `open(options*)` (none: `READ`), `read` / `write` of a
@@ -26,7 +26,9 @@ package asyncpipe.io
   * `CancellationException`. Other files (FIFOs, terminals, devices) can block; their operations
   * run on a future of their own, and cancelling one interrupts it: NIO then closes the file.
   * The `File` reports `isOpened == false` and later operations fail with "closed when a blocked
-  * read was cancelled"; nothing else is closed.
+  * read was cancelled"; nothing else is closed. These run on a platform thread (the runtime's
+  * `startForSystemCall`): a virtual thread blocked in `read(2)` on a FIFO cannot be woken.
+  * Opening a FIFO blocks until its other end opens, and cannot be cancelled.
   *
   * ==UDP== `SocketUDP()`, then `bindAndOpen(port)` (0: a free port, see `localPort`) or `open()`,
   * `send(data, address, port)`, `receive()`, `close()`, `receiveBufferSize` (SO_RCVBUF). The
@@ -34,8 +36,10 @@ package asyncpipe.io
   * with nothing to take waits on a selector in a future of its own. Cancelling that future wakes
   * it without closing the socket (a selector's wait ends on an interrupt; a blocking channel's
   * would close the channel), and a datagram taken at the moment of the cancel is kept for the next
-  * receive, so a cancelled receive (a timeout, a lost race) loses nothing. Every datagram
-  * arrives whole: the receive buffer holds 65,536 bytes.
+  * receive, so a cancelled receive (a timeout, a lost race) loses nothing. The receive future is
+  * a member of the caller's scope: a cancel of the scope is a cancel of the receive. A datagram
+  * that completed the future before the cancel stays in it, as every completed value does. Every
+  * datagram arrives whole: the receive buffer holds 65,536 bytes.
   *
   * ==Errors== A failed operation's future holds a [[PosixIOException]] naming the operation, the
   * path or address and the system's reason: `open /tmp/none: no such file or directory`,

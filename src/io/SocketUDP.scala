@@ -1,10 +1,10 @@
 package asyncpipe.io
 
-import asyncpipe.async.{Async, Future, Promise}
+import asyncpipe.async.{Async, Future, Worker}
 import java.net.{DatagramPacket, InetSocketAddress, StandardSocketOptions}
 import java.nio.ByteBuffer
-import java.nio.channels.{DatagramChannel, SelectionKey, Selector}
-import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
+import java.nio.channels.{ClosedChannelException, DatagramChannel, SelectionKey, Selector}
+import java.util.concurrent.ConcurrentLinkedQueue
 import java.util.concurrent.locks.ReentrantLock
 import scala.util.{Failure, Success}
 import scala.util.control.NonFatal
@@ -28,6 +28,8 @@ final class SocketUDP:
   private var writable: Selector | Null = null // guarded by `waiting`
   /** The last destination, resolved: a sink sends to the same one every time. */
   @volatile private var lastTarget: InetSocketAddress | Null = null
+  /** What the socket was bound to, for messages after it closed. */
+  @volatile private var boundTo = "udp socket"
 
   def isOpened: Boolean =
     val ch = channel
@@ -59,7 +61,9 @@ final class SocketUDP:
       case e: Throwable =>
         ch.close()
         throw e
+    stash.clear() // datagrams of an earlier opening are not this one's
     channel = ch
+    boundTo = describe
     this
   }
 
@@ -67,7 +71,9 @@ final class SocketUDP:
   def close(): Unit =
     val ch = channel
     if ch != null then
-      IoFailure.about("close", describe)(ch.close())
+      boundTo = describe
+      IoFailure.about("close", boundTo)(ch.close())
+      stash.clear()
       waiting.lock()
       try
         Seq(readable, writable).foreach(s => if s != null then s.close())
@@ -82,8 +88,8 @@ final class SocketUDP:
       case a    => a
   def localPort: Int = localAddress.getPort
 
-  /** The kernel's receive buffer (SO_RCVBUF) in bytes, as the system set it (Linux doubles the
-    * request and caps it at `net.core.rmem_max`).
+  /** The kernel's receive buffer (SO_RCVBUF) in bytes, as the JDK reports it: on Linux the
+    * request capped at `net.core.rmem_max` (the kernel reserves twice that; the JDK halves it back).
     */
   def receiveBufferSize: Int = IoFailure.about("get SO_RCVBUF of", describe)(opened("get SO_RCVBUF of").getOption[Integer](StandardSocketOptions.SO_RCVBUF).intValue)
   def receiveBufferSize_=(bytes: Int): Unit =
@@ -97,6 +103,7 @@ final class SocketUDP:
     * bytes; the future completes when the kernel has taken the datagram.
     */
   def send(data: ByteBuffer, address: String, port: Int)(using Async): Future[Unit] =
+    require(port > 0 && port <= 65535, s"UDP port was $port, must be 1 to 65535")
     val where = s"udp $address:$port"
     try
       val ch = opened("send to")
@@ -106,16 +113,15 @@ final class SocketUDP:
       val size = data.remaining
       if ch.send(data, target) == size then Sent
       else
-        val worker = Future {
+        Worker.start[Unit](s"send to $where") { w =>
           try
             while ch.send(data, target) != size do awaitReady(SelectionKey.OP_WRITE)
-          catch case NonFatal(e) => throw IoFailure.wrap("send to", where, e)
+            w.offer(Success(()))
+          catch case NonFatal(e) => w.offer(Failure(IoFailure.wrap("send to", where, e)))
         }
-        worker
     catch case NonFatal(e) => Future.now(Failure(IoFailure.wrap("send to", where, e)))
 
   private def resolve(address: String, port: Int, where: String): InetSocketAddress =
-    require(port > 0 && port <= 65535, s"UDP port was $port, must be 1 to 65535")
     val last = lastTarget
     if last != null && last.getPort == port && last.getHostString == address then last
     else
@@ -139,30 +145,40 @@ final class SocketUDP:
       if stashed != null then return Future.now(Success(stashed))
       if receiving.tryLock() then
         try
-          val p = tryReceive(ch)
+          val p = nextDatagram(ch)
           if p != null then return Future.now(Success(p))
         finally receiving.unlock()
       waitForDatagram(ch)
     catch case NonFatal(e) => Future.now(Failure(IoFailure.wrap("receive on", describe, e)))
 
+  /** A worker that takes the next datagram, waiting on the selector while there is none. It
+    * completes its future only while holding `receiving`, and if a cancel came first it stashes
+    * the datagram there too, so that a receive that finds the stash empty under the lock knows
+    * that no datagram is on its way into it.
+    */
   private def waitForDatagram(ch: DatagramChannel)(using Async): Future[DatagramPacket] =
-    val result = Handoff[DatagramPacket]()
-    result.attach(Future {
+    Worker.start[DatagramPacket](s"receive on $describe") { w =>
       try
-        var p: DatagramPacket | Null = null
-        while p == null do
+        var done = false
+        while !done && !w.isCompleted do
           receiving.lockInterruptibly()
           try
-            p = stash.poll()
-            if p == null then p = tryReceive(ch)
-            if p == null then awaitReady(SelectionKey.OP_READ)
+            val p = nextDatagram(ch)
+            if p != null then
+              if !w.offer(Success(p)) then stash.add(p) // cancelled meanwhile: the next receive gets it
+              done = true
+            else awaitReady(SelectionKey.OP_READ)
           finally receiving.unlock()
-        if !result.complete(Success(p)) then stash.add(p) // cancelled meanwhile: keep it for the next receive
-      catch
-        case e: (InterruptedException | CancellationException) => result.complete(Failure(CancellationException("receive cancelled")))
-        case NonFatal(e) => result.complete(Failure(IoFailure.wrap("receive on", describe, e)))
-    })
-    result
+      catch case e: Throwable if NonFatal(e) || e.isInstanceOf[InterruptedException] =>
+        w.offer(Failure(IoFailure.wrap("receive on", describe, e))) // a no-op after a cancel
+    }
+
+  /** The stash's oldest datagram, else one from the kernel without waiting, else null. The caller
+    * holds `receiving`.
+    */
+  private def nextDatagram(ch: DatagramChannel): DatagramPacket | Null =
+    val stashed = stash.poll()
+    if stashed != null then stashed else tryReceive(ch)
 
   /** A datagram from the kernel without waiting, or null. The caller holds `receiving`. */
   private def tryReceive(ch: DatagramChannel): DatagramPacket | Null =
@@ -192,11 +208,16 @@ final class SocketUDP:
         if made != null then made
         else
           val s = Selector.open()
-          ch.register(s, op)
+          try ch.register(s, op)
+          catch
+            case e: Throwable =>
+              s.close()
+              throw e
           if op == SelectionKey.OP_READ then readable = s else writable = s
           s
       finally waiting.unlock()
-    selector.select((_: SelectionKey) => ())
+    try selector.select((_: SelectionKey) => ())
+    catch case _: java.nio.channels.ClosedSelectorException => throw ClosedChannelException() // closed meanwhile
     if Thread.interrupted() then throw InterruptedException("UDP wait interrupted")
 
   private def opened(operation: String): DatagramChannel =
@@ -207,10 +228,10 @@ final class SocketUDP:
 
   private def describe: String =
     val ch = channel
-    val local = if ch == null then null else try ch.getLocalAddress catch case NonFatal(_) => null
+    val local = if ch == null || !ch.isOpen then null else try ch.getLocalAddress catch case NonFatal(_) => null
     local match
       case a: InetSocketAddress => s"udp ${a.getHostString}:${a.getPort}"
-      case _                    => "udp socket"
+      case _                    => boundTo
 
   override def toString: String = s"SocketUDP(${describe}${if isOpened then "" else ", closed"})"
 
@@ -221,15 +242,3 @@ object SocketUDP:
   private final val InboxSize = 65536
   private val Sent: Future[Unit] = Future.now(Success(()))
 
-/** A promise that a worker future completes: cancelling it cancels the worker, and the worker
-  * learns from `complete` whether its value was taken or came too late.
-  */
-private[io] final class Handoff[T] extends Promise[T]:
-  @volatile private var worker: Future[?] | Null = null
-  def attach(w: Future[?]): Unit =
-    worker = w
-    if isCompleted then w.cancel() // cancelled before the worker was known
-  override def cancel(): Unit =
-    super.cancel()
-    val w = worker
-    if w != null then w.cancel()

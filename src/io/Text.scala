@@ -55,28 +55,45 @@ private[io] object Text:
       val need = if lead < 0x80 then 1 else if lead >>> 5 == 0x6 then 2 else if lead >>> 4 == 0xe then 3 else if lead >>> 3 == 0x1e then 4 else 1
       if len - i < need then len - i else 0
 
-  /** `s` encoded; text the charset cannot represent (an unpaired surrogate, say) throws. */
+  /** `s` encoded; text the charset cannot represent (an unpaired surrogate, say) throws, naming
+    * the char index. One strict encoder for every charset, fed slices of `s` through a small char
+    * array (`getChars` and the encoders' ASCII loops are vectorised), into one array sized for
+    * single-byte text and grown only for text that needs more: as fast as `String.getBytes` here,
+    * which would replace an unencodable char with '?' instead.
+    */
   def encode(s: String, charset: Charset): Array[Byte] =
-    if charset == StandardCharsets.UTF_8 then
-      val bytes = s.getBytes(charset)
-      if bytes.length != s.length then checkSurrogates(s) // not all ASCII: getBytes may have put '?' for a lone surrogate
-      bytes
-    else
-      val encoder = charset.newEncoder().onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
-      val in = CharBuffer.wrap(s)
-      val out =
-        try encoder.encode(in)
-        catch case e: java.nio.charset.CharacterCodingException =>
-          throw TextCodingException(s"cannot encode the text as ${charset.name} at char ${in.position()}: ${e.getMessage}")
-      val bytes = new Array[Byte](out.remaining)
-      out.get(bytes)
-      bytes
+    val encoder = charset.newEncoder().onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT)
+    val slice = new Array[Char](math.min(math.max(s.length, 1), SliceChars))
+    val in = CharBuffer.wrap(slice).limit(0) // empty, to be filled
+    var out = ByteBuffer.wrap(new Array[Byte](math.max(s.length, 16)))
+    var next = 0 // the first char of `s` not yet in `slice`
+    var done = false
+    while !done do
+      in.compact() // keeps a high surrogate whose low half is in the next slice
+      val take = math.min(in.remaining, s.length - next)
+      s.getChars(next, next + take, slice, in.position())
+      in.position(in.position() + take)
+      next += take
+      in.flip()
+      val last = next == s.length
+      var r = encoder.encode(in, out, last)
+      while r.isOverflow do
+        out = grow(out)
+        r = encoder.encode(in, out, last)
+      if r.isError then
+        val at = next - in.limit() + in.position() // `slice` holds s[next - limit, next)
+        throw TextCodingException(f"cannot encode the text as ${charset.name}: ${describe(r)} U+${s.charAt(at).toInt}%04X at char $at")
+      done = last
+    while encoder.flush(out).isOverflow do out = grow(out)
+    val bytes = out.array
+    if out.position() == bytes.length then bytes else java.util.Arrays.copyOf(bytes, out.position())
 
-  private def checkSurrogates(s: String): Unit =
-    var i = 0
-    while i < s.length do
-      val c = s.charAt(i)
-      if Character.isHighSurrogate(c) && i + 1 < s.length && Character.isLowSurrogate(s.charAt(i + 1)) then i += 2
-      else if Character.isSurrogate(c) then
-        throw TextCodingException(f"cannot encode the text as UTF-8: unpaired surrogate U+${c.toInt}%04X at char $i")
-      else i += 1
+  private final val SliceChars = 64 * 1024
+
+  private def grow(out: ByteBuffer): ByteBuffer =
+    val bigger = ByteBuffer.wrap(java.util.Arrays.copyOf(out.array, out.capacity + out.capacity / 2 + 16))
+    bigger.position(out.position())
+    bigger
+
+  private def describe(r: java.nio.charset.CoderResult): String =
+    if r.isMalformed then "an unpaired surrogate" else s"a character it cannot represent"

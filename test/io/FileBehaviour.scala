@@ -21,8 +21,9 @@ private[io] object IoSupport:
   final class RecordingRuntime(base: Runtime) extends Runtime:
     private val started = ConcurrentLinkedQueue[Thread]()
     def name: String = s"${base.name} (recorded)"
-    def start(task: Runnable): Thread =
-      val t = base.start(task)
+    def start(task: Runnable): Thread = recorded(base.start(task))
+    override def startForSystemCall(task: Runnable): Thread = recorded(base.startForSystemCall(task))
+    private def recorded(t: Thread): Thread =
       started.add(t)
       t
     override def park(blocker: AnyRef): Unit = base.park(blocker)
