@@ -143,11 +143,16 @@ final class SocketUDP:
       val ch = opened("receive on")
       val stashed = stash.poll()
       if stashed != null then return Future.now(Success(stashed))
-      if receiving.tryLock() then
-        try
-          val p = nextDatagram(ch)
-          if p != null then return Future.now(Success(p))
-        finally receiving.unlock()
+      var tries = 0
+      while tries < ImmediateTries do
+        if receiving.tryLock() then
+          try
+            val p = nextDatagram(ch)
+            if p != null then return Future.now(Success(p))
+          finally receiving.unlock()
+        tries += 1
+        var spin = 0
+        while spin < 32 do { Thread.onSpinWait(); spin += 1 }
       waitForDatagram(ch)
     catch case NonFatal(e) => Future.now(Failure(IoFailure.wrap("receive on", describe, e)))
 
@@ -241,4 +246,8 @@ object SocketUDP:
   /** Room for the largest IPv6 payload too (65,527), so no datagram is ever cut. */
   private final val InboxSize = 65536
   private val Sent: Future[Unit] = Future.now(Success(()))
+  /** Non-blocking attempts before a receive waits in a worker: a flood refills the kernel's queue
+    * within microseconds, and a worker costs a thread start and a selector wait.
+    */
+  private final val ImmediateTries = 4
 
