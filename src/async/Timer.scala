@@ -1,5 +1,7 @@
 package asyncpipe.async
 
+import scala.util.Success
+
 import java.util.concurrent.{CancellationException, ScheduledFuture, ScheduledThreadPoolExecutor, TimeUnit, TimeoutException}
 
 /** The value of a timer: true when it rang, false when it was cancelled first. */
@@ -66,7 +68,9 @@ def withTimeout[T](millis: Long)(body: Async ?=> T)(using Async): T =
       case Left(result) => result.get
       case Right(_) =>
         stop()
-        throw TimeoutException(s"timed out after $millis ms")
+        work.poll() match
+          case Some(Success(value)) => value // the body finished as the timer rang: its value stands
+          case _                    => throw TimeoutException(s"timed out after $millis ms")
   catch
     case e: CancellationException =>
       stop()
