@@ -9,7 +9,7 @@ import java.util.concurrent.atomic.AtomicReference
   * java.util.concurrent queue of the same shape (rendezvous, bounded, unbounded), against a spin
   * hand-off on two volatile cells (what a rendezvous could cost at best), and through a
   * `ChannelMultiplexer` against one plain channel. Bytes allocated per element on
-  * `BufferedChannel(100)`.
+  * `BufferedChannel(100)`. Buffered(1) has no target: it is the seed's own benchmark shape.
   *
   * Every iteration builds a fresh channel or queue, starts its sender and receiver virtual
   * threads and joins them: the same `transfer` does this for every subject and baseline, so
@@ -34,6 +34,8 @@ object ChannelSuite extends Suite:
       val cell = SpinCell()
       transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
     }
+    val buffered1 = channelRow(h, "BufferedChannel(1)", 200_000)(BufferedChannel[Elem](1))
+    val arrayQueue1 = queueRow(h, "ArrayBlockingQueue(1)", 200_000)(ArrayBlockingQueue[Elem](1))
     val buffered16 = channelRow(h, "BufferedChannel(16)", 500_000)(BufferedChannel[Elem](16))
     val arrayQueue16 = queueRow(h, "ArrayBlockingQueue(16)", 500_000)(ArrayBlockingQueue[Elem](16))
     val buffered100 = channelRow(h, "BufferedChannel(100)", 500_000, countAllocation = true)(BufferedChannel[Elem](100))
@@ -44,6 +46,7 @@ object ChannelSuite extends Suite:
     val arrayQueue100x4 = queueRow(h, "ArrayBlockingQueue(100), 4 to 4", 500_000, 4)(ArrayBlockingQueue[Elem](100))
     SuiteResult(name, Seq(
       Comparison(rendezvous, synchronousQueue, Some(">= 1.0x")),
+      Comparison(buffered1, arrayQueue1, None),
       Comparison(buffered16, arrayQueue16, Some(">= 1.0x")),
       Comparison(buffered100, arrayQueue100, Some(">= 1.0x")),
       Comparison(unbounded, transferQueue, Some(">= 1.0x")),
