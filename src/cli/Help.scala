@@ -7,9 +7,9 @@ object Help:
   /** The address forms (design section 4); the address parser of the pipeline stages owns the rules. */
   val addressForms: Seq[(String, String)] = Seq(
     "-" -> "standard input as a source, standard output as a sink",
-    "file:PATH[,append][,follow][,fsync]" -> "a file: read as a source, written (or appended) as a sink",
-    "udp:PORT" -> "receive datagrams on PORT, all interfaces (a source)",
-    "udp:HOST:PORT" -> "receive bound to HOST as a source; send to HOST:PORT as a sink",
+    "file:PATH[,append][,follow][,fsync]" -> "a file: read as a source, written (or appended) as a sink; '\\,' is a comma in PATH",
+    "udp:PORT[,rcvbuf=SIZE]" -> "receive datagrams on PORT (0: any free port), all interfaces (a source)",
+    "udp:HOST:PORT[,rcvbuf=SIZE]" -> "receive bound to HOST as a source; send to HOST:PORT as a sink; [IPv6]",
     "tick:DURATION[,count=N]" -> "a timer source: one frame every DURATION"
   )
 

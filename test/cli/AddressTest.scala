@@ -120,7 +120,7 @@ class AddressTest extends munit.FunSuite:
 
   test("udp: port errors name the token and the range"):
     val e = refused("udp:70000", "port 70000 is out of range 1-65535")
-    assertEquals(expectedOf(e), "udp:PORT | udp:HOST:PORT")
+    assertEquals(expectedOf(e), "udp:PORT[,rcvbuf=SIZE] | udp:HOST:PORT[,rcvbuf=SIZE]")
     refused("udp:99999999999999999999", "is out of range 1-65535")
     refused("udp:h:65536", "port 65536 is out of range 1-65535")
     refused("udp:-1", "port '-1' is not a number in 1-65535")
