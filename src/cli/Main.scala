@@ -65,13 +65,14 @@ object Main:
       Left(CliError.Runtime("pipeline", s"in-process pipelines are not available in asyncpipe ${BuildInfo.version} yet"))
     else
       head match
-        case "-" => addressesNotYet(args)
-        case addressScheme(scheme) if Help.addressSchemes(scheme) => addressesNotYet(args)
-        case addressScheme(scheme) =>
-          val forms = Help.addressForms.map(_._1).mkString(", ")
-          Left(CliError.BadToken(None, head, s"unknown address scheme '$scheme:'", forms))
+        case "-" | addressScheme(_) => addressesNotYet(args)
         case _ =>
           Left(CliError.UnknownVerb(head, CliError.suggest(head, verbs.map(_.name))))
 
+  /** `asyncpipe FROM [TO]`: every address is checked now (a bad one is a usage error naming it);
+    * copying between them comes with the pipeline stages.
+    */
   private def addressesNotYet(args: Seq[String]): Either[CliError, Int] =
-    Left(CliError.Runtime(args.mkString(" "), s"address stages are not available in asyncpipe ${BuildInfo.version} yet"))
+    args.filterNot(_.startsWith("--")).map(Address.parse).collectFirst { case Left(e) => e } match
+      case Some(error) => Left(error)
+      case None => Left(CliError.Runtime(args.mkString(" "), s"address stages are not available in asyncpipe ${BuildInfo.version} yet"))

@@ -50,6 +50,14 @@ class MainTest extends munit.FunSuite:
     assertEquals(r.status, ExitCode.Usage)
     assert(r.err.contains("'tcp:80'") && r.err.contains("udp:PORT"), r.err)
 
+  test("a known scheme with a bad value is refused naming the token and the rule"):
+    val r = run("udp:70000")
+    assertEquals(r.status, ExitCode.Usage)
+    assert(r.err.contains("'udp:70000'") && r.err.contains("out of range"), r.err)
+    val r2 = run("-", "file:")
+    assertEquals(r2.status, ExitCode.Usage)
+    assert(r2.err.contains("'file:'"), r2.err)
+
   test("no arguments at all is a usage error"):
     assertEquals(run().status, ExitCode.Usage)
 
