@@ -13,6 +13,18 @@ private[async] trait Ends:
   /** Blocks until the member has ended, ignoring interrupts (and restoring the flag after). */
   def awaitEnd(): Unit
 
+private[async] object Ends:
+  /** Waits until `t` (if any, and not the current thread) has ended, ignoring interrupts and
+    * restoring the flag after: how a member that runs on a thread of its own awaits its end.
+    */
+  def join(t: Thread | Null): Unit =
+    if t != null && (t ne Thread.currentThread) then
+      var interrupted = false
+      while t.isAlive do
+        try t.join()
+        catch case _: InterruptedException => interrupted = true
+      if interrupted then Thread.currentThread.interrupt()
+
 /** The members of one scope: futures, timers and nested groups started inside it.
   *
   * `cancel()` marks the group cancelled and cancels every member; a member added later is

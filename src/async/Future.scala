@@ -183,14 +183,7 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
     val g = children
     if g != null then g.cancel()
 
-  def awaitEnd(): Unit =
-    val t = thread
-    if t != null && (t ne Thread.currentThread) then
-      var interrupted = false
-      while t.isAlive do
-        try t.join()
-        catch case _: InterruptedException => interrupted = true
-      if interrupted then Thread.currentThread.interrupt()
+  def awaitEnd(): Unit = Ends.join(thread)
 
   /** Runs `block` with cancellation deferred to its end (called on this future's own thread). */
   private[async] def uninterruptibly[R](block: => R): R =

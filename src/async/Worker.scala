@@ -30,14 +30,7 @@ final class Worker[T] private (what: String, group: CompletionGroup) extends Cor
       val t = thread
       if t != null && (t ne Thread.currentThread) then t.interrupt()
 
-  def awaitEnd(): Unit =
-    val t = thread
-    if t != null && (t ne Thread.currentThread) then
-      var interrupted = false
-      while t.isAlive do
-        try t.join()
-        catch case _: InterruptedException => interrupted = true
-      if interrupted then Thread.currentThread.interrupt()
+  def awaitEnd(): Unit = Ends.join(thread)
 
   private def run(body: Worker[T] => Unit): Unit =
     try body(this)
