@@ -141,8 +141,6 @@ final class SocketUDP:
   def receive()(using Async): Future[DatagramPacket] =
     try
       val ch = opened("receive on")
-      val stashed = stash.poll()
-      if stashed != null then return Future.now(Success(stashed))
       var tries = 0
       while tries < ImmediateTries do
         if receiving.tryLock() then
