@@ -126,6 +126,24 @@ trait FrameSink:
     */
   private[cli] def owned(bytes: Array[Byte], terminated: Boolean): Unit = frame(bytes, 0, bytes.length, terminated)
 
+/** What both decoders share: their framing and limit, and a failure that sticks (after a
+  * framing error a decoder keeps failing the same way).
+  */
+sealed abstract class FailingDecoder(val framing: Framing, val maxFrame: Int):
+  private var failure: FramingException | Null = null
+
+  protected final def tooLong(size: Long, exact: Boolean): Nothing =
+    fail(FrameDecoder.tooLongMessage(framing, size, exact, maxFrame))
+
+  protected final def fail(message: String): Nothing =
+    val e = FramingException(message)
+    failure = e
+    throw e
+
+  protected final def throwIfFailed(): Unit =
+    val f = failure
+    if f != null then throw f
+
 /** Turns a byte stream, fed in chunks of any size, into frames (see [[Framing]] for the formats).
   * A frame may span many chunks and a chunk may hold many frames; every whole frame is emitted as
   * soon as its last byte is fed, and `finish` at the end of the stream emits or rejects what is
@@ -135,7 +153,8 @@ trait FrameSink:
   * @param maxFrame the largest payload accepted, in bytes; a longer frame is an error (for `raw`,
   *                 the largest piece a chunk is cut into).
   */
-final class FrameDecoder(val framing: Framing, val maxFrame: Int = FrameDecoder.DefaultMaxFrame):
+final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultMaxFrame)
+    extends FailingDecoder(framing, maxFrame):
   require(maxFrame > 0 && maxFrame <= FrameDecoder.MaxArray,
     s"maxFrame was $maxFrame, must be in [1, ${FrameDecoder.MaxArray}]")
 
@@ -151,7 +170,6 @@ final class FrameDecoder(val framing: Framing, val maxFrame: Int = FrameDecoder.
   private var filled = 0
   // Chunks of a buffer without an accessible array are copied through this one.
   private var scratch: Array[Byte] = Array.emptyByteArray
-  private var failure: FramingException | Null = null
 
   /** Decodes all remaining bytes of `buf` (its position ends at its limit), emitting each whole
     * frame as a [[Frame]] that the receiver owns.
@@ -308,17 +326,6 @@ final class FrameDecoder(val framing: Framing, val maxFrame: Int = FrameDecoder.
 
   // ---- errors ----------------------------------------------------------------------------------
 
-  private def tooLong(size: Long, exact: Boolean): Nothing =
-    fail(FrameDecoder.tooLongMessage(framing, size, exact, maxFrame))
-
-  private def fail(message: String): Nothing =
-    val e = FramingException(message)
-    failure = e
-    throw e
-
-  private def throwIfFailed(): Unit =
-    val f = failure
-    if f != null then throw f
 
 object FrameDecoder:
   /** The default largest frame: 16 MiB. */
@@ -399,7 +406,8 @@ final class FrameBatch(val framing: Framing, val bytes: Array[Byte], val length:
   * soon as it is seen to be too long), a stream that ends inside a `len` frame fails at `finish`;
   * `raw` chunks come out as they are, cut into batches of at most `maxFrame` bytes.
   */
-final class BatchDecoder(val framing: Framing, val maxFrame: Int = FrameDecoder.DefaultMaxFrame):
+final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultMaxFrame)
+    extends FailingDecoder(framing, maxFrame):
   require(maxFrame > 0 && maxFrame <= FrameDecoder.MaxArray - 4,
     s"maxFrame was $maxFrame, must be in [1, ${FrameDecoder.MaxArray - 4}]")
 
@@ -416,7 +424,6 @@ final class BatchDecoder(val framing: Framing, val maxFrame: Int = FrameDecoder.
   private var frameLength = 0L
   private var remaining = 0L
   private var scratch: Array[Byte] = Array.emptyByteArray
-  private var failure: FramingException | Null = null
 
   /** Decodes all remaining bytes of `buf` (its position ends at its limit). */
   def feed(buf: ByteBuffer)(emit: FrameBatch => Unit): Unit =
@@ -547,17 +554,6 @@ final class BatchDecoder(val framing: Framing, val maxFrame: Int = FrameDecoder.
       System.arraycopy(a, from, pending, pendingLength, n)
       pendingLength = total.toInt
 
-  private def tooLong(size: Long, exact: Boolean): Nothing =
-    fail(FrameDecoder.tooLongMessage(framing, size, exact, maxFrame))
-
-  private def fail(message: String): Nothing =
-    val e = FramingException(message)
-    failure = e
-    throw e
-
-  private def throwIfFailed(): Unit =
-    val f = failure
-    if f != null then throw f
 
 /** Writes frames as bytes of one output stream (see [[Framing]]). Stateful: it remembers whether
   * the last frame written was unterminated, so that the next frame first completes it.
