@@ -513,24 +513,28 @@ abstract class FileBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog,
       assertEquals(f.readString(10).value, "abc")
       f.close()
 
+  /** Every operation on `f` (at path `p`) fails with a PosixIOException naming the operation,
+    * the path and `why`.
+    */
+  private def everyOperationFails(f: File, p: String, why: String)(using Async, Location): Unit =
+    val failures = Seq[(String, Try[Any])](
+      "read" -> outcome(f.read(ByteBuffer.allocate(1))),
+      "read" -> outcome(f.read(ByteBuffer.allocate(1), 0)),
+      "write" -> outcome(f.write(ByteBuffer.allocate(1))),
+      "write" -> outcome(f.write(ByteBuffer.allocate(1), 0)),
+      "read" -> outcome(f.readString(1)),
+      "write" -> outcome(f.writeString("x")),
+      "position" -> attempt(f.position),
+      "size" -> attempt(f.size)
+    )
+    for (op, t) <- failures do assertMentions(failureOf[PosixIOException](t), op, p, why)
+
   tempDir.test("operations before open fail with messages naming the path and 'not open'"): dir =>
     val p = fileWith(dir, "unopened.txt", bytesOf("abc")).toString
     Async.blocking:
       val f = File(p)
       assert(!f.isOpened)
-      val failures = Seq[(String, Try[Any])](
-        "read" -> outcome(f.read(ByteBuffer.allocate(1))),
-        "read" -> outcome(f.read(ByteBuffer.allocate(1), 0)),
-        "write" -> outcome(f.write(ByteBuffer.allocate(1))),
-        "write" -> outcome(f.write(ByteBuffer.allocate(1), 0)),
-        "read" -> outcome(f.readString(1)),
-        "write" -> outcome(f.writeString("x")),
-        "position" -> attempt(f.position),
-        "size" -> attempt(f.size)
-      )
-      for (op, t) <- failures do
-        val e = failureOf[PosixIOException](t)
-        assertMentions(e, op, p, "not open")
+      everyOperationFails(f, p, "not open")
       f.close() // closing a never opened file does nothing
       assertEquals(Files.readString(Path.of(p)), "abc")
 
@@ -542,19 +546,7 @@ abstract class FileBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog,
       assert(!f.isOpened)
       f.close()
       f.close()
-      val failures = Seq[(String, Try[Any])](
-        "read" -> outcome(f.read(ByteBuffer.allocate(1))),
-        "read" -> outcome(f.read(ByteBuffer.allocate(1), 0)),
-        "write" -> outcome(f.write(ByteBuffer.allocate(1))),
-        "write" -> outcome(f.write(ByteBuffer.allocate(1), 0)),
-        "read" -> outcome(f.readString(1)),
-        "write" -> outcome(f.writeString("x")),
-        "position" -> attempt(f.position),
-        "size" -> attempt(f.size)
-      )
-      for (op, t) <- failures do
-        val e = failureOf[PosixIOException](t)
-        assertMentions(e, op, p, "closed")
+      everyOperationFails(f, p, "closed")
       assertEquals(Files.readString(Path.of(p)), "abc")
 
   tempDir.test("a closed File can be opened again, from the start"): dir =>
