@@ -1,0 +1,37 @@
+package asyncpipe.cli
+
+import java.util.concurrent.atomic.AtomicReference
+import sun.misc.{Signal, SignalHandler}
+
+/** A request from outside to stop: SIGINT (Ctrl-C) or SIGTERM, and the exit status each one asks
+  * for (128 + the signal number, as shells report it).
+  */
+enum Stop(val signalName: String, val exitCode: Int):
+  case Interrupt extends Stop("INT", ExitCode.Interrupted)
+  case Terminate extends Stop("TERM", ExitCode.Terminated)
+
+/** SIGINT and SIGTERM as an orderly stop: the first signal calls the stopper, which flushes and
+  * closes what it must and lets the command return its status; a second signal (of either kind)
+  * halts the process at once with the status of the first, for a user who will not wait.
+  *
+  * The JVM runs each signal's handler on a thread of its own, so a stopper may take a moment, but
+  * it should only start the stop (cancel a scope, signal a child) and return.
+  */
+object Signals:
+  private val first = AtomicReference[Stop | Null](null)
+
+  /** Installs the handlers for the rest of the process (one stopper: a later call replaces it).
+    * `halt` ends the process on the second signal; tests give their own.
+    */
+  def onStop(stopper: Stop => Unit, halt: Int => Unit = code => Runtime.getRuntime.halt(code)): Unit =
+    for stop <- Stop.values do
+      Signal.handle(
+        Signal(stop.signalName),
+        new SignalHandler:
+          def handle(signal: Signal): Unit =
+            if first.compareAndSet(null, stop) then stopper(stop)
+            else halt(first.get.nn.exitCode)
+      )
+
+  /** The signal that asked for the stop, if one came. */
+  def received: Option[Stop] = Option(first.get)
