@@ -352,7 +352,7 @@ object Address:
 
     private val durationText = "([0-9]+(?:\\.[0-9]+)?)(.*)".r
 
-    private def duration(text: String): Result[FiniteDuration] =
+    private[cli] def duration(text: String): Result[FiniteDuration] =
       val units = durationUnits.map(_._1).reverse
       val unitList = units.mkString(", ")
       text match
@@ -371,6 +371,13 @@ object Address:
               else if nanos > Long.MaxValue then bad(s"duration '$text' is too long (at most ${Long.MaxValue}ns, about 292 years)")
               else Right(FiniteDuration(nanos.toLongExact, NANOSECONDS).toCoarsest)
         case _ => bad(s"duration '$text' is not a number with a unit ($unitList), e.g. 500ms or 1.5s")
+
+  /** A duration (a number and a unit, e.g. 500ms or 1.5s), or the rule it breaks. */
+  def parseDuration(text: String): Either[String, FiniteDuration] =
+    Parser(text, "tick", formsOf("tick")).duration(text).left.map {
+      case CliError.BadToken(_, _, rule, _) => rule
+      case other                            => other.render
+    }
 
   /** Units of a duration, largest first, in nanoseconds. */
   private val durationUnits: Seq[(String, Long)] =

@@ -388,6 +388,26 @@ final class FrameBatch(val framing: Framing, val bytes: Array[Byte], val length:
           i += 4 + n
       case Framing.Raw => if length > 0 then sink.frame(bytes, 0, length, terminated = true)
 
+  /** How many frames the batch holds (a pass over its bytes for `lines` and `nul`). */
+  def frameCount: Int =
+    framing match
+      case Framing.Lines | Framing.Nul =>
+        val d = framing.delimiter.toByte
+        var n = 0
+        var i = 0
+        while i < length do
+          if bytes(i) == d then n += 1
+          i += 1
+        if !terminated && length > 0 then n + 1 else n
+      case Framing.Len =>
+        var n = 0
+        var i = 0
+        while i < length do
+          i += 4 + FrameDecoder.readLength(bytes, i).toInt
+          n += 1
+        n
+      case Framing.Raw => if length > 0 then 1 else 0
+
   /** The frames, each copied into a [[Frame]]. */
   def frames: Vector[Frame] =
     val out = Vector.newBuilder[Frame]
@@ -396,6 +416,20 @@ final class FrameBatch(val framing: Framing, val bytes: Array[Byte], val length:
 
   override def toString: String =
     s"FrameBatch(${framing.token}, $length bytes${if terminated then "" else ", last frame unterminated"})"
+
+object FrameBatch:
+  /** One frame of `length` bytes from `bytes[offset, ...)`, as a batch of its own (in `len` wire
+    * form, so that every payload, an empty one or one holding a newline, stays one frame).
+    */
+  def single(bytes: Array[Byte], offset: Int, length: Int): FrameBatch =
+    java.util.Objects.checkFromIndexSize(offset, length, bytes.length)
+    val wire = new Array[Byte](4 + length)
+    wire(0) = (length >>> 24).toByte
+    wire(1) = (length >>> 16).toByte
+    wire(2) = (length >>> 8).toByte
+    wire(3) = length.toByte
+    System.arraycopy(bytes, offset, wire, 4, length)
+    FrameBatch(Framing.Len, wire, wire.length, terminated = true)
 
 /** Turns a byte stream into [[FrameBatch]]es: per chunk fed, at most one batch holding every frame
   * that the chunk completes, in wire form (one copy, one array), and the start of an incomplete

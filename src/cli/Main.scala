@@ -5,8 +5,8 @@ package asyncpipe.cli
   */
 object Main:
   val verbs: Seq[Verb] = Seq(
-    PlannedVerb("mux", "asyncpipe mux [--in ADDR]... [--out ADDR]...", "fan frames in from stdin and --in, out to stdout and --out"),
-    PlannedVerb("run", "asyncpipe run 'A | STAGE | B' | asyncpipe run FILE.pipe", "run a whole pipeline in one JVM, stages joined by channels"),
+    MuxVerb,
+    RunVerb,
     PlannedVerb("every", "asyncpipe every DURATION [OPTIONS] -- CMD [ARGS...]", "run a command on a fixed schedule"),
     PlannedVerb("retry", "asyncpipe retry [OPTIONS] -- CMD [ARGS...]", "run a command until it succeeds, with backoff"),
     PlannedVerb("repeat", "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]", "run a command repeatedly until it fails or succeeds"),
@@ -56,23 +56,14 @@ object Main:
             io.out.write(verb.help)
             Right(ExitCode.Ok)
           case Some(verb) => verb.run(rest, io)
-          case None       => notAVerb(head, args)
+          case None       => notAVerb(head, args, io)
 
-  private def notAVerb(head: String, args: Seq[String]): Either[CliError, Int] =
+  private def notAVerb(head: String, args: Seq[String], io: Io): Either[CliError, Int] =
     if head.startsWith("-") && head != "-" then
       Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis))
-    else if head.contains(" | ") then
-      Left(CliError.Runtime("pipeline", s"in-process pipelines are not available in asyncpipe ${BuildInfo.version} yet"))
+    else if head.contains(" | ") then RunVerb.run(args, io)
     else
       head match
-        case "-" | addressScheme(_) => addressesNotYet(args)
+        case "-" | addressScheme(_) => StageCommands.addresses(args, io)
         case _ =>
           Left(CliError.UnknownVerb(head, CliError.suggest(head, verbs.map(_.name))))
-
-  /** `asyncpipe FROM [TO]`: every address is checked now (a bad one is a usage error naming it);
-    * copying between them comes with the pipeline stages.
-    */
-  private def addressesNotYet(args: Seq[String]): Either[CliError, Int] =
-    args.filterNot(_.startsWith("--")).map(Address.parse).collectFirst { case Left(e) => e } match
-      case Some(error) => Left(error)
-      case None => Left(CliError.Runtime(args.mkString(" "), s"address stages are not available in asyncpipe ${BuildInfo.version} yet"))

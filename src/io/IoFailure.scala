@@ -17,7 +17,7 @@ import java.nio.file.{AccessDeniedException, FileAlreadyExistsException, FileSys
 final class PosixIOException(val operation: String, val target: String, val reason: String, cause: Throwable | Null = null)
     extends IOException(s"$operation $target: $reason", cause)
 
-private[io] object IoFailure:
+private[asyncpipe] object IoFailure:
   /** The reason `e` gives, in lower case without the target the JDK sometimes repeats. */
   def reason(e: Throwable): String = e match
     case _: NoSuchFileException         => "no such file or directory"

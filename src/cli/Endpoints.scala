@@ -1,0 +1,226 @@
+package asyncpipe.cli
+
+import asyncpipe.async.*
+import asyncpipe.io.IoFailure
+import java.io.{FileDescriptor, FileInputStream, IOException}
+import java.nio.ByteBuffer
+import java.nio.channels.{FileChannel, ReadableByteChannel}
+import java.nio.file.{Files, LinkOption, Path, StandardOpenOption}
+import java.nio.file.attribute.BasicFileAttributes
+
+/** What one endpoint has moved, for `--stats`: written by the endpoint's own thread, read by any. */
+final class Counters(val name: String):
+  @volatile var frames = 0L
+  @volatile var bytes = 0L
+  /** Frames dropped here: the next stage was busy (`--on-full drop`) or too large (`--oversize drop`). */
+  @volatile var dropped = 0L
+  /** Datagrams the kernel dropped on this socket (its receive buffer was full), from /proc/net/udp. */
+  @volatile var kernelDrops = 0L
+  /** Frames missing by their sequence numbers (`--check-seq`). */
+  @volatile var seqGaps = 0L
+
+  def add(batch: FrameBatch, countFrames: Boolean): Unit =
+    bytes += batch.length
+    if countFrames then frames += batch.frameCount
+
+/** Why an endpoint failed: its address and the OS's (or the rule's) reason, as the user sees it. */
+object EndpointFailure:
+  def apply(subject: String, operation: String, e: Throwable): CliError =
+    e match
+      case f: CliError.Failed  => f.error
+      case f: FramingException => CliError.Runtime(subject, f.getMessage)
+      case _                   => CliError.Runtime(subject, s"$operation: ${IoFailure.reason(e)}")
+
+/** A source of messages: a stream (stdin, a file, a FIFO), a UDP socket, or a timer. */
+trait Input:
+  def address: Address
+  val counters: Counters = Counters(address.render)
+  /** Acquires the endpoint (opens the file, binds the port); throws [[CliError.Failed]] with the reason. */
+  def open(): Unit
+  /** True when `pump` may block in a system call that no cancel ends (a read of a pipe): the flow
+    * runs it on a thread of its own and does not wait for it when stopping.
+    */
+  def detached: Boolean = false
+  /** Sends the input's messages into `out` until the input ends (returns), fails (throws), or is
+    * cancelled. Never sends [[Message.End]]: the flow does.
+    */
+  def pump(out: SendableChannel[FrameBatch])(using Async): Unit
+  /** Releases the endpoint; idempotent. */
+  def close(): Unit
+
+/** A sink of messages: a stream (stdout, a file), a UDP destination, or the next stage's channel. */
+trait Output:
+  def name: String
+  val counters: Counters = Counters(name)
+  def open(): Unit
+  def write(batch: FrameBatch)(using Async): Unit
+  /** The stage has nothing more at hand for now: hand on what is buffered (interactive lines). */
+  def idle()(using Async): Unit
+  /** The input has ended: hand on everything, then release the endpoint (or pass the end on). */
+  def finish()(using Async): Unit
+  /** Releases the endpoint after a failure, without waiting for anything. */
+  def abort(): Unit
+
+/** The messages between stages. */
+object Message:
+  /** The end of one upstream: every channel into a stage carries exactly one, after its data. */
+  val End: FrameBatch = FrameBatch(Framing.Len, Array.emptyByteArray, 0, terminated = true)
+  def isEnd(m: FrameBatch): Boolean = m eq End
+
+// -------------------------------------------------------------------------------------------------
+// Streams
+
+/** Standard input, or a file (regular, FIFO, device) read from its start; with `follow`, a file
+  * read on as it grows and across rotation (as `tail -F`): at its end the input waits, and when
+  * the path names a new file (rotated away) or the file shrank (truncated), it reads the new file
+  * from its start. A partial last frame is kept until its end arrives.
+  */
+final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean) extends Input:
+  private var channel: ReadableByteChannel | Null = null
+  @volatile private var closed = false
+
+  private def path: Option[Path] = address match
+    case Address.File(p, _, _, _) => Some(Path.of(p))
+    case _                        => None
+  private def follow = address match
+    case f: Address.File => f.follow
+    case _               => false
+
+  // A read of a pipe, terminal or FIFO blocks in read(2), which nothing but data or a signal ends.
+  override def detached: Boolean = true
+
+  def open(): Unit =
+    channel = path match
+      case None    => FileInputStream(FileDescriptor.in).getChannel
+      case Some(p) => openFile(p)
+
+  private def openFile(p: Path): FileChannel =
+    try FileChannel.open(p, StandardOpenOption.READ)
+    catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $p", e))
+
+  def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
+    val decoder = BatchDecoder(framing)
+    val buffer = ByteBuffer.allocate(Endpoints.ReadSize)
+    val emit: FrameBatch => Unit = batch =>
+      counters.add(batch, countFrames)
+      out.send(batch)
+    var ch = channel.nn
+    var identity = path.filter(_ => follow).map(fileKey)
+    var done = false
+    while !done && !closed do
+      buffer.clear()
+      val n = try ch.read(buffer) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
+      if n > 0 then
+        buffer.flip()
+        decoder.feed(buffer)(emit)
+      else if n < 0 && !follow then
+        decoder.finish(emit)
+        done = true
+      else if n < 0 then
+        // Following: wait, then see whether the path still names this file, and how long it is.
+        Thread.sleep(Endpoints.FollowPollMillis)
+        val p = path.get
+        val now = if Files.exists(p) then Some(fileKey(p)) else None
+        val fc = ch.asInstanceOf[FileChannel]
+        if now.isDefined && now != identity then // rotated: finish the old file, then the new one
+          drainRest(fc, buffer, decoder, emit)
+          fc.close()
+          ch = openFile(p)
+          channel = ch
+          identity = now
+        else if now.isDefined && Files.size(p) < fc.position() then fc.position(0) // truncated
+
+  private def drainRest(fc: FileChannel, buffer: ByteBuffer, decoder: BatchDecoder, emit: FrameBatch => Unit): Unit =
+    var n = 0
+    while { buffer.clear(); n = fc.read(buffer); n > 0 } do
+      buffer.flip()
+      decoder.feed(buffer)(emit)
+
+  private def fileKey(p: Path): AnyRef =
+    Files.readAttributes(p, classOf[BasicFileAttributes], LinkOption.NOFOLLOW_LINKS).fileKey()
+
+  def close(): Unit =
+    closed = true
+    if path.isDefined then
+      val ch = channel
+      if ch != null then try ch.close() catch case _: IOException => ()
+
+/** Standard output, or a file (created or truncated; with `append`, appended to; with `fsync`,
+  * forced to disk each time the output catches up with its input and at the end). Frames are
+  * encoded into a 64 KiB buffer that is written out when full, when the stage is idle, and at the
+  * end: a stop never leaves a partial frame behind from this buffer.
+  */
+final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOutput, countFrames: Boolean) extends Output:
+  def name: String = address.render
+  private var file: FileChannel | Null = null
+  private var out: OwnedOutput = stdout
+  private var writer: FrameWriter | Null = null
+  private val fsync = address match
+    case f: Address.File => f.fsync
+    case _               => false
+
+  def open(): Unit =
+    address match
+      case Address.File(p, append, _, _) =>
+        val path = Path.of(p)
+        val mode = if append then StandardOpenOption.APPEND else StandardOpenOption.TRUNCATE_EXISTING
+        try file = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, mode)
+        catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $path", e))
+        out = OwnedOutput(file.nn)
+      case _ => ()
+    writer = FrameWriter(framing, out)
+
+  def write(batch: FrameBatch)(using Async): Unit =
+    writer.nn.write(batch)
+    counters.add(batch, countFrames)
+
+  def idle()(using Async): Unit =
+    writer.nn.flush()
+    if fsync then
+      out.flush()
+      file.nn.force(false)
+
+  def finish()(using Async): Unit =
+    writer.nn.flush()
+    out.flush()
+    val f = file
+    if f != null then
+      if fsync then f.force(true)
+      f.close()
+
+  def abort(): Unit =
+    val f = file
+    if f != null then try f.close() catch case _: IOException => ()
+
+/** The next stage of an in-process pipeline: messages go into its channel as they are (no framing),
+  * and the end of this stage's input becomes one [[Message.End]] there.
+  */
+final class ChannelOutput(val name: String, next: SendableChannel[FrameBatch]) extends Output:
+  def open(): Unit = ()
+  def write(batch: FrameBatch)(using Async): Unit = next.send(batch)
+  def idle()(using Async): Unit = ()
+  def finish()(using Async): Unit = next.send(Message.End)
+  def abort(): Unit = ()
+
+object Endpoints:
+  /** Bytes asked of each read of a stream: a pipe holds 64 KiB. */
+  val ReadSize: Int = 64 * 1024
+  /** How often a followed file is looked at again once its end is reached. */
+  val FollowPollMillis: Long = 100
+
+  /** Whether frames are counted (a pass over each batch): only when statistics are asked for. */
+  private def counting(options: StageOptions): Boolean = options.stats || options.statsJson || options.progress
+
+  /** The input for a source address. */
+  def input(address: Address, options: StageOptions): Input =
+    address match
+      case Address.Std | _: Address.File      => StreamInput(address, options.frame, counting(options))
+      case _: Address.UdpAny | _: Address.Udp => UdpInput(address, options)
+      case t: Address.Tick                    => TickInput(t)
+
+  /** The output for a sink address. */
+  def output(address: Address, options: StageOptions, stdout: OwnedOutput): Output =
+    address match
+      case Address.Std | _: Address.File => StreamOutput(address, options.frame, stdout, counting(options))
+      case u: Address.Udp                => UdpOutput(u, options)
+      case other => throw IllegalArgumentException(s"${other.render} is not a sink (checkRole refuses it)")

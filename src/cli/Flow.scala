@@ -1,0 +1,221 @@
+package asyncpipe.cli
+
+import asyncpipe.async.*
+import java.io.IOException
+import java.util.concurrent.ConcurrentLinkedQueue
+import java.util.concurrent.atomic.AtomicInteger
+import scala.jdk.CollectionConverters.*
+import scala.util.{Failure, Success, Try}
+
+/** Runs stages joined by channels: the engine behind `asyncpipe FROM TO`, `mux` and `run`.
+  *
+  * ==Shape==
+  * A [[Flow.Stage]] has endpoint inputs and outputs. Stages form a chain: the output of stage k is
+  * also a channel into stage k+1 (in one JVM, messages pass as they are, no framing). Every input
+  * of a stage (an endpoint, or the channel from the stage before) is a channel of `--buffer`
+  * messages that ends with one [[Message.End]]. A stage with one input and one output reads that
+  * channel directly; any other is a [[ChannelMultiplexer]]: every output receives every message,
+  * in order per input, each output from its own queue (so one slow output delays the others only
+  * once its queue is full). An output has finished when it has seen the End of every input of
+  * its stage; then it flushes and closes (or passes one End on to the next stage).
+  *
+  * ==Ending== (exit status, first that applies)
+  *   - A signal (SIGINT/SIGTERM): inputs stop at once (what they had sent is still delivered),
+  *     outputs flush whole frames and close; 130/143. A second signal exits at once.
+  *   - A failed input or output (a missing file, a framing error, a full disk): it is reported
+  *     with its address and reason, the inputs stop, the rest is flushed; 1.
+  *   - The reader of stdout went away: the inputs stop quietly; 141.
+  *   - Every input ended: everything is flushed; 0.
+  * `mux --output-error warn` keeps going when one of several outputs fails (see [[OutputError]]).
+  */
+final class Flow(stages: Seq[Flow.Stage], io: Io):
+  import Flow.*
+
+  private val control = Control(io.err)
+  private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err)
+
+  /** Opens every endpoint, moves the messages, and returns the exit status (or the error). */
+  def run(): Either[CliError, Int] =
+    val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
+    try
+      for s <- stages do
+        for o <- s.outputs do { o.open(); opened += (() => o.abort()) }
+        for i <- s.inputs do { i.open(); opened += (() => i.close()) }
+    catch
+      case e: CliError.Failed =>
+        opened.foreach(close => Try(close()))
+        return Left(e.error)
+    Signals.onStop(stop => control.stop(Ending.Signalled(stop)))
+    stats.start()
+    Async.blocking {
+      val last = stages.length - 1
+      var upstream: Option[Channel[FrameBatch]] = None
+      val finished = stages.zipWithIndex.flatMap { (stage, k) =>
+        val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
+        val sources = upstream.toSeq ++ stage.inputs.map(feed(_, stage.options))
+        val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _))
+        upstream = next
+        connect(sources, outputs, stage.options)
+      }
+      finished.foreach(_.await)
+    }
+    stages.foreach(_.inputs.foreach(i => Try(i.close())))
+    stats.finish()
+    control.outcome
+
+  /** A channel of `buffer` messages: a rendezvous for 0. */
+  private def newChannel[T](buffer: Int): Channel[T] =
+    if buffer == 0 then SyncChannel[T]() else BufferedChannel[T](buffer)
+
+  /** Starts `input` and returns the channel of its messages, which ends with one End: after the
+    * input ended or failed, or once the flow stops. A pump that may block in a system call runs on
+    * a thread of its own, which a stop abandons (the process is about to exit); any other runs
+    * in a group that a stop cancels and waits for, so that nothing of it follows the End.
+    */
+  private def feed(input: Input, options: StageOptions)(using Async): ReadableChannel[FrameBatch] =
+    val channel = newChannel[FrameBatch](options.buffer)
+    Future {
+      val outcome: Option[Try[Unit]] =
+        if input.detached then
+          val done = detachedPump(input, channel)
+          Async.await(Async.race(done, control.stopped))
+          if done.isCompleted then Some(done.result) else None
+        else
+          Async.group {
+            val done = Future(input.pump(channel))
+            Async.await(Async.race(done, control.stopped))
+            if done.isCompleted then Some(done.result) else None
+          }
+      outcome match
+        case Some(Failure(e)) if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
+          control.failed(EndpointFailure(input.address.render, "read", e))
+        case _ => ()
+      channel.send(Message.End)
+    }
+    channel
+
+  private def detachedPump(input: Input, channel: SendableChannel[FrameBatch]): Future[Unit] =
+    val done = Promise[Unit]()
+    Thread.ofPlatform().daemon().name(s"asyncpipe-read ${input.address.render}").start { () =>
+      done.complete(Try(Async.blocking(input.pump(channel))))
+    }
+    done.future
+
+  /** Joins `sources` to `outputs` and returns the futures that end when each output has finished. */
+  private def connect(sources: Seq[ReadableChannel[FrameBatch]], outputs: Seq[Output], options: StageOptions)(using Async): Seq[Future[Unit]] =
+    val group = OutputGroup(outputs.size, options.outputError)
+    if sources.size == 1 && outputs.size == 1 then
+      Seq(Future(drain(outputs.head, Inbox.Direct(sources.head), 1, group)))
+    else
+      val mux = ChannelMultiplexer[FrameBatch](math.max(1, options.buffer))
+      val queues = outputs.map { o =>
+        val q = BufferedChannel[Try[FrameBatch]](math.max(1, options.buffer))
+        mux.addSubscriber(q)
+        o -> q
+      }
+      sources.foreach(mux.addPublisher)
+      queues.map((o, q) => Future(drain(o, Inbox.Muxed(q), sources.size, group)))
+
+  /** Writes what comes in to `output` until the End of each of its `ends` inputs has come. After a
+    * failure it goes on reading (and dropping), so that nothing upstream waits for it.
+    */
+  private def drain(output: Output, inbox: Inbox, ends: Int, group: OutputGroup)(using Async): Unit =
+    var seen = 0
+    var ok = true
+    def guarded(op: => Unit): Unit =
+      if ok then
+        try op
+        catch case e: Exception if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
+          ok = false
+          Try(output.abort())
+          control.outputFailed(output, e, group)
+    while seen < ends do
+      val m = inbox.poll() match
+        case Some(m) => m
+        case None =>
+          guarded(output.idle())
+          inbox.take()
+      if m == null then seen = ends // closed: nothing more will come
+      else if Message.isEnd(m) then seen += 1
+      else guarded(output.write(m))
+    guarded(output.finish())
+
+object Flow:
+  /** One stage: its own endpoints, and its options (framing, buffer, policies). */
+  final case class Stage(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions)
+
+  /** Why the flow stopped early. */
+  enum Ending:
+    case Signalled(stop: Stop)
+    case Failed(error: CliError)
+    case PipeClosed
+
+  /** The messages an output reads: from one channel, or from its multiplexer queue. */
+  private trait Inbox:
+    /** The next message if one is ready, without waiting. */
+    def poll(): Option[FrameBatch | Null]
+    /** The next message; null once the channel is closed and empty. */
+    def take()(using Async): FrameBatch | Null
+
+  private object Inbox:
+    final class Direct(c: ReadableChannel[FrameBatch]) extends Inbox:
+      def poll() = c.tryRead().map(unwrap)
+      def take()(using Async) = unwrap(c.read())
+      private def unwrap(t: Try[FrameBatch]): FrameBatch | Null = t.getOrElse(null)
+
+    final class Muxed(c: ReadableChannel[Try[FrameBatch]]) extends Inbox:
+      def poll() = c.tryRead().map(unwrap)
+      def take()(using Async) = unwrap(c.read())
+      private def unwrap(t: Try[Try[FrameBatch]]): FrameBatch | Null = t.flatten.getOrElse(null)
+
+  /** The outputs of one stage, for `--output-error`: how many are still working. */
+  private final class OutputGroup(size: Int, val policy: OutputError):
+    private val working = AtomicInteger(size)
+    /** Counts a failure; true when it was the last working output. */
+    def lost(): Boolean = working.decrementAndGet() == 0
+
+  /** The shared state of a flow's ending: the stop, errors, and the status they make. */
+  private final class Control(err: java.io.PrintStream):
+    val stopped: Promise[Unit] = Promise[Unit]()
+    @volatile private var ending: Option[Ending] = None
+    private val errors = ConcurrentLinkedQueue[CliError]()
+    @volatile private var warned = false
+
+    def stop(why: Ending): Unit =
+      synchronized { if ending.isEmpty then ending = Some(why) }
+      stopped.complete(Success(()))
+
+    def failed(error: CliError): Unit =
+      errors.add(error)
+      stop(Ending.Failed(error))
+
+    /** Under `--output-error warn` a failed output is reported now (a closed pipe quietly) and the
+      * others go on, until none is left; otherwise the flow stops.
+      */
+    def outputFailed(output: Output, e: Exception, group: OutputGroup): Unit =
+      val pipe = e match
+        case io: IOException => OwnedOutput.isBrokenPipe(io)
+        case _               => false
+      val error = EndpointFailure(output.name, "write", e)
+      val last = group.lost()
+      if group.policy == OutputError.Exit || last then
+        if pipe then stop(Ending.PipeClosed) else failed(error)
+      else if !pipe then
+        err.println(error.render + " (going on with the other outputs)")
+        warned = true
+
+    /** The status: a signal's, else the first error (the others printed here), else 141 for a
+      * closed pipe, else 1 if a warned failure happened, else 0.
+      */
+    def outcome: Either[CliError, Int] =
+      val all = errors.asScala.toList
+      ending match
+        case Some(Ending.Signalled(stop)) =>
+          all.foreach(e => err.println(e.render))
+          Right(stop.exitCode)
+        case _ if all.nonEmpty =>
+          all.tail.foreach(e => err.println(e.render))
+          Left(all.head)
+        case Some(Ending.PipeClosed) => Left(CliError.DownstreamGone)
+        case _ if warned             => Right(ExitCode.Runtime)
+        case _                       => Right(ExitCode.Ok)

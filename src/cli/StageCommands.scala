@@ -1,0 +1,227 @@
+package asyncpipe.cli
+
+import java.nio.file.{Files, Path}
+import scala.util.Try
+
+/** The stage command lines: `asyncpipe FROM [TO]`, `asyncpipe mux`, `asyncpipe run` and the
+  * single-argument pipeline `asyncpipe 'A | STAGE | B'`. Each builds [[Flow.Stage]]s and runs a
+  * [[Flow]].
+  */
+object StageCommands:
+  val addressSynopsis = "asyncpipe [OPTIONS] FROM [TO]"
+
+  /** `asyncpipe [OPTIONS] ADDR [ADDR]`: one address takes its role from the streams (see
+    * [[Address.inferRole]]); two are FROM and TO.
+    */
+  def addresses(args: Seq[String], io: Io): Either[CliError, Int] =
+    for
+      line <- StageOptions.parse(args, None, addressSynopsis, mux = false)
+      addrs <- line.operands.toList.traverse(Address.parse)
+      pair <- addrs match
+        case List(only) =>
+          Address.inferRole(only, StreamKind.of(0), StreamKind.of(1)).map {
+            case Role.Source => (only, Address.Std)
+            case Role.Sink   => (Address.Std, only)
+          }
+        case List(from, to) => from.checkRole(Role.Source).flatMap(_ => to.checkRole(Role.Sink)).map(_ => (from, to))
+        case Nil => Left(CliError.Missing(None, "an address", addressSynopsis))
+        case _ => Left(CliError.BadToken(None, line.operands(2), "at most two addresses (FROM and TO); use 'asyncpipe mux --out ADDR' for more outputs", addressSynopsis))
+      status <- runStages(Seq(StagePlan(Seq(pair._1), Seq(pair._2), line.options)), io)
+    yield status
+
+  /** What one stage reads and writes, before anything is opened. */
+  final case class StagePlan(inputs: Seq[Address], outputs: Seq[Address], options: StageOptions)
+
+  /** Checks that no file is both read and written, then opens and runs the stages. */
+  def runStages(plans: Seq[StagePlan], io: Io): Either[CliError, Int] =
+    for
+      _ <- sameFileCheck(plans)
+      status <- Flow(plans.map(toStage(_, io)), io).run()
+    yield status
+
+  private def toStage(plan: StagePlan, io: Io): Flow.Stage =
+    Flow.Stage(plan.inputs.map(Endpoints.input(_, plan.options)), plan.outputs.map(Endpoints.output(_, plan.options, io.out)), plan.options)
+
+  /** Writing a file truncates (or grows) it before or while it is read: refused. */
+  private def sameFileCheck(plans: Seq[StagePlan]): Either[CliError, Unit] =
+    def files(as: Seq[Address]) = as.collect { case f: Address.File => f }
+    val reads = files(plans.flatMap(_.inputs))
+    val writes = files(plans.flatMap(_.outputs))
+    val clash = for
+      r <- reads
+      w <- writes
+      if Try(Files.isSameFile(Path.of(r.path), Path.of(w.path))).getOrElse(false)
+    yield (r, w)
+    clash.headOption match
+      case Some((r, w)) =>
+        Left(CliError.BadToken(None, w.render, s"it is the same file as the input ${r.render}: writing it would destroy what is being read",
+          "a different file for the output"))
+      case None => Right(())
+
+  extension [A](list: List[String])
+    private def traverse(f: String => Either[CliError, A]): Either[CliError, List[A]] =
+      list.foldRight[Either[CliError, List[A]]](Right(Nil))((s, acc) => for a <- f(s); rest <- acc yield a :: rest)
+
+/** `asyncpipe mux`: frames from stdin and every `--in` to stdout and every `--out`. */
+object MuxVerb extends Verb:
+  val name = "mux"
+  val synopsis = "asyncpipe mux [--in ADDR]... [--out ADDR]... [OPTIONS]"
+  val summary = "fan frames in from stdin and --in, out to stdout and --out"
+  override def help: String =
+    s"""Usage: $synopsis
+       |
+       |Reads whole frames from stdin and from every --in address, and writes every frame to stdout
+       |and to every --out address: frames are never torn or merged, and the frames of one input
+       |keep their order. Outputs are served in parallel; a slow one holds the others back only
+       |once --buffer frames wait for it.
+       |
+       |Options:
+       |${StageOptions.helpLines(mux = true)}
+       |""".stripMargin
+
+  def run(args: Seq[String], io: Io): Either[CliError, Int] =
+    StageOptions.parse(args, Some(name), synopsis, mux = true).flatMap { line =>
+      line.operands.headOption match
+        case Some(extra) => Left(CliError.BadToken(Some(name), extra, "mux takes no operands: give inputs with --in ADDR and outputs with --out ADDR", synopsis))
+        case None => StageCommands.runStages(Seq(plan(line.options, first = true, last = true)), io)
+    }
+
+  /** The stage of a mux: stdin in when it is first, stdout out when it is last. */
+  def plan(options: StageOptions, first: Boolean, last: Boolean): StageCommands.StagePlan =
+    StageCommands.StagePlan(
+      (if first then Seq(Address.Std) else Nil) ++ options.ins,
+      (if last then Seq(Address.Std) else Nil) ++ options.outs,
+      options
+    )
+
+/** `asyncpipe run 'A | STAGE | B'` or `asyncpipe run FILE.pipe`: a pipeline in one JVM. */
+object RunVerb extends Verb:
+  val name = "run"
+  val synopsis = "asyncpipe run [OPTIONS] 'A | STAGE | B' | asyncpipe run [OPTIONS] FILE.pipe"
+  val summary = "run a whole pipeline in one JVM, stages joined by channels"
+  override def help: String =
+    s"""Usage: $synopsis
+       |
+       |Runs the stages of a pipeline in one process, joined by in-memory channels (no framing, no
+       |copies between stages). The text is what the shell pipeline would be without the word
+       |'asyncpipe': an address first is the source, an address last is the sink, and 'mux [OPTIONS]'
+       |stages go between (a first mux reads stdin, a last one writes stdout). Stages are separated
+       |by '|'; quote with '...' or "...". A FILE.pipe holds such a text; '#' starts a comment line.
+       |Options given before the pipeline apply to every stage; a stage's own options follow it.
+       |
+       |Options:
+       |${StageOptions.helpLines(mux = false)}
+       |""".stripMargin
+
+  def run(args: Seq[String], io: Io): Either[CliError, Int] =
+    for
+      line <- StageOptions.parse(args, Some(name), synopsis, mux = false)
+      text <- line.operands match
+        case Seq(one) => pipelineText(one)
+        case Seq() => Left(CliError.Missing(Some(name), "a pipeline ('A | STAGE | B') or a FILE.pipe", synopsis))
+        case more => Left(CliError.BadToken(Some(name), more(1), "one pipeline only: quote it as one argument", synopsis))
+      plans <- PipelineText.plans(text, line.options)
+      status <- StageCommands.runStages(plans, io)
+    yield status
+
+  /** The argument itself, or the text of the `.pipe` file it names. */
+  private def pipelineText(arg: String): Either[CliError, String] =
+    if arg.endsWith(".pipe") && !arg.contains('|') then
+      Try(Files.readString(Path.of(arg))).toEither.left.map(e =>
+        CliError.Runtime(arg, s"read: ${asyncpipe.io.IoFailure.reason(e)}"))
+    else Right(arg)
+
+/** The text of a pipeline: stages separated by unquoted '|', each one tokens like a command line. */
+object PipelineText:
+  private val synopsis = RunVerb.synopsis
+
+  /** The stage plans of `text`; `base` holds the options given before the pipeline. */
+  def plans(text: String, base: StageOptions): Either[CliError, Seq[StageCommands.StagePlan]] =
+    tokenize(stripComments(text)).flatMap { segments =>
+      val n = segments.length
+      if segments.exists(_.isEmpty) then Left(CliError.BadToken(Some("run"), text.trim, "a stage is empty (two '|' in a row, or one at an end)", synopsis))
+      else
+        val plans = segments.zipWithIndex.map((tokens, i) => plan(tokens, i, n, base))
+        plans.collectFirst { case Left(e) => e }.toLeft(plans.collect { case Right(p) => p }).flatMap { ps =>
+          if n == 1 && segments.head.head != "mux" then
+            Left(CliError.BadToken(Some("run"), text.trim, "a pipeline needs a source and a sink ('A | B') or a mux stage; for one address run 'asyncpipe ADDR'", synopsis))
+          else Right(ps)
+        }
+    }
+
+  private def plan(tokens: Seq[String], i: Int, n: Int, base: StageOptions): Either[CliError, StageCommands.StagePlan] =
+    val first = i == 0
+    val last = i == n - 1
+    if tokens.head == "mux" then
+      StageOptions.parse(tokens.tail, Some("mux"), MuxVerb.synopsis, mux = true, base).flatMap { line =>
+        line.operands.headOption match
+          case Some(extra) => Left(CliError.BadToken(Some("mux"), extra, "mux takes no operands: give inputs with --in ADDR and outputs with --out ADDR", MuxVerb.synopsis))
+          case None        => Right(MuxVerb.plan(line.options, first, last))
+      }
+    else
+      StageOptions.parse(tokens, Some("run"), synopsis, mux = false, base).flatMap { line =>
+        line.operands match
+          case Seq(one) =>
+            Address.parse(one).flatMap { a =>
+              if first then a.checkRole(Role.Source).map(_ => StageCommands.StagePlan(Seq(a), Nil, line.options))
+              else if last then a.checkRole(Role.Sink).map(_ => StageCommands.StagePlan(Nil, Seq(a), line.options))
+              else Left(CliError.BadToken(Some("run"), one, "an address stage can only be first (the source) or last (the sink); to copy in the middle use 'mux --out ADDR'", synopsis))
+            }
+          case Seq() => Left(CliError.Missing(Some("run"), s"an address or 'mux' in stage ${i + 1}", synopsis))
+          case more =>
+            val known = Seq("mux")
+            val hint = CliError.suggest(more.head, known).fold("")(s => s"; did you mean '$s'?")
+            Left(CliError.BadToken(Some("run"), more.mkString(" "), s"stage ${i + 1} must be one address or 'mux [OPTIONS]'$hint", synopsis))
+      }
+
+  /** Drops lines whose first non-blank character is '#'. */
+  private def stripComments(text: String): String =
+    text.linesIterator.filterNot(_.trim.startsWith("#")).mkString("\n")
+
+  /** Splits into stages at unquoted '|', each stage into words at unquoted blanks. '...' quotes
+    * literally, "..." quotes with '\' escaping '"' and '\', and an unquoted '\' makes the blank, '|' or quote after
+    * it ordinary (before anything else it is itself, so `file:a\,b` keeps its escaped comma).
+    */
+  def tokenize(text: String): Either[CliError, Vector[Vector[String]]] =
+    val stages = Vector.newBuilder[Vector[String]]
+    var words = Vector.newBuilder[String]
+    val word = StringBuilder()
+    var inWord = false
+    var i = 0
+    def endWord(): Unit =
+      if inWord then words += word.result()
+      word.clear()
+      inWord = false
+    while i < text.length do
+      val c = text(i)
+      c match
+        case '|' =>
+          endWord()
+          stages += words.result()
+          words = Vector.newBuilder[String]
+        case ' ' | '\t' | '\n' | '\r' => endWord()
+        case '\'' =>
+          val end = text.indexOf('\'', i + 1)
+          if end < 0 then return Left(CliError.BadToken(Some("run"), text.substring(i), "a ' quote is not closed", synopsis))
+          word ++= text.substring(i + 1, end)
+          inWord = true
+          i = end
+        case '"' =>
+          i += 1
+          while i < text.length && text(i) != '"' do
+            if text(i) == '\\' && i + 1 < text.length && (text(i + 1) == '"' || text(i + 1) == '\\') then i += 1
+            word += text(i)
+            i += 1
+          if i >= text.length then return Left(CliError.BadToken(Some("run"), text, "a \" quote is not closed", synopsis))
+          inWord = true
+        case '\\' if i + 1 < text.length && " \t|'\"".contains(text(i + 1)) =>
+          i += 1
+          word += text(i)
+          inWord = true
+        case other =>
+          word += other
+          inWord = true
+      i += 1
+    endWord()
+    stages += words.result()
+    Right(stages.result())
