@@ -36,6 +36,9 @@ readonly RUNTIME_FLAGS
 # a pipeline's output: send it to stderr, and silence the AOT cache's own complaints (a cache that
 # no longer fits, e.g. after a JDK update, is skipped and only costs start-up time).
 readonly LOG_FLAGS=(-Xlog:disable -Xlog:all=warning:stderr -Xlog:aot=off:stderr)
+# JIT and GC flags of every verb but `bench` (see the launcher's comment). They do not shape the AOT
+# cache: a cache trained without them is used with them.
+readonly JIT_FLAGS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 readonly LAUNCHER_MARK="# asyncpipe launcher, written by asyncpipe's install.sh"
 
 usage() {
@@ -272,9 +275,14 @@ aot=$(shq "$lib/$name.aot")
 [ -x "\$java" ] || { echo "asyncpipe: no JDK at \${java%/bin/java}; run asyncpipe's install.sh again" >&2; exit 127; }
 cache=
 [ -f "\$aot" ] && cache=-XX:AOTCache=\$aot
-set -f # ASYNCPIPE_JAVA_OPTS is split, not globbed
+# Stages and the task runner are short, IO-bound processes, often three to a shell pipeline on
+# shared cores: the C1 compiler alone and the serial collector cost them far less CPU than C2 and
+# G1 (README, "Start-up"). 'bench' keeps the JDK's defaults: it measures steady-state speed.
+jit='$JIT_FLAGS'
+[ "\${1:-}" = bench ] && jit=
+set -f # ASYNCPIPE_JAVA_OPTS and jit are split, not globbed
 # shellcheck disable=SC2086
-exec "\$java" \${cache:+"\$cache"}$flags \${ASYNCPIPE_JAVA_OPTS:-} -cp "\$jar" $MAIN_CLASS "\$@"
+exec "\$java" \${cache:+"\$cache"}$flags \$jit \${ASYNCPIPE_JAVA_OPTS:-} -cp "\$jar" $MAIN_CLASS "\$@"
 EOF
   chmod 755 -- "$tmp"
   clean_java sh "$tmp" --version </dev/null >"$out" 2>"$err" ||

@@ -77,6 +77,8 @@ object Message:
   */
 final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean) extends Input:
   private var channel: ReadableByteChannel | Null = null
+  // Standard input's stream, which can say how many bytes a pipe holds (FIONREAD).
+  private var stdin: FileInputStream | Null = null
   @volatile private var closed = false
 
   private def path: Option[Path] = address match
@@ -91,7 +93,10 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
 
   def open(): Unit =
     channel = path match
-      case None    => FileInputStream(FileDescriptor.in).getChannel
+      case None =>
+        val in = FileInputStream(FileDescriptor.in)
+        stdin = in
+        in.getChannel
       case Some(p) => openFile(p)
 
   private def openFile(p: Path): FileChannel =
@@ -100,7 +105,7 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     val decoder = BatchDecoder(framing)
-    val buffer = ByteBuffer.allocate(Endpoints.ReadSize)
+    val buffer = ByteBuffer.allocateDirect(Endpoints.ReadSize)
     val emit: FrameBatch => Unit = batch =>
       counters.add(batch, countFrames)
       out.send(batch)
@@ -109,7 +114,7 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
     var done = false
     while !done && !closed do
       buffer.clear()
-      val n = try ch.read(buffer) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
+      val n = try fill(ch, buffer) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
       if n > 0 then
         buffer.flip()
         decoder.feed(buffer)(emit)
@@ -129,6 +134,20 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
           channel = ch
           identity = now
         else if now.isDefined && Files.size(p) < fc.position() then fc.position(0) // truncated
+
+  /** Reads at least one byte (or the end, -1); then, while a pipe already holds more and there is
+    * room, reads on, so that a fast writer's data moves in large messages (a read of a pipe
+    * returns at most its 64 KiB). The end found while reading on is found again by the next call.
+    */
+  private def fill(ch: ReadableByteChannel, buffer: ByteBuffer): Int =
+    var n = ch.read(buffer)
+    val in = stdin
+    if n > 0 && in != null then
+      var more = true
+      while more && buffer.remaining >= Endpoints.PipeSize && in.available() > 0 do
+        val m = ch.read(buffer)
+        if m > 0 then n += m else more = false
+    n
 
   private def drainRest(fc: FileChannel, buffer: ByteBuffer, decoder: BatchDecoder, emit: FrameBatch => Unit): Unit =
     var n = 0
@@ -203,8 +222,10 @@ final class ChannelOutput(val name: String, next: SendableChannel[FrameBatch]) e
   def abort(): Unit = ()
 
 object Endpoints:
-  /** Bytes asked of each read of a stream: a pipe holds 64 KiB. */
-  val ReadSize: Int = 64 * 1024
+  /** The largest message a stream input makes (bytes read before they are passed on). */
+  val ReadSize: Int = 1024 * 1024
+  /** What a pipe holds (Linux default), so what one read of a pipe returns at most. */
+  val PipeSize: Int = 64 * 1024
   /** How often a followed file is looked at again once its end is reached. */
   val FollowPollMillis: Long = 100
 

@@ -467,12 +467,48 @@ final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
       val end = buf.arrayOffset + buf.limit()
       buf.position(buf.limit())
       decode(buf.array, start, end, emit)
-    else
+    else if !feedDirect(buf, emit) then
       if scratch.length == 0 then scratch = new Array[Byte](64 * 1024)
       while buf.hasRemaining do
         val n = math.min(buf.remaining, scratch.length)
         buf.get(scratch, 0, n)
         decode(scratch, 0, n, emit)
+
+  /** The one-copy path for a buffer without an array (a direct one, as a stream input reads
+    * into): the frames completed in `buf` go straight from it into the batch's array. Handles
+    * `lines`, `nul` and `raw` when no frame can be over the limit; false (nothing consumed)
+    * otherwise, for the general path.
+    */
+  private def feedDirect(buf: ByteBuffer, emit: FrameBatch => Unit): Boolean =
+    val from = buf.position()
+    val to = buf.limit()
+    framing match
+      case Framing.Raw =>
+        while buf.hasRemaining do
+          val n = math.min(maxFrame, buf.remaining)
+          val chunk = new Array[Byte](n)
+          buf.get(chunk)
+          emit(FrameBatch(framing, chunk, n, terminated = true))
+        true
+      case Framing.Lines | Framing.Nul =>
+        var last = to - 1
+        while last >= from && buf.get(last) != delimiter do last -= 1
+        val span = last + 1 - from
+        if last < from || pendingLength.toLong + span > maxFrame || to - (last + 1) > maxFrame then false
+        else
+          val batch = java.util.Arrays.copyOf(pending, pendingLength + span)
+          buf.get(from, batch, pendingLength, span)
+          pendingLength = 0
+          if pending.length > 64 * 1024 then pending = Array.emptyByteArray
+          val rest = to - (last + 1)
+          if rest > 0 then
+            if rest > pending.length then pending = new Array[Byte](math.max(rest, 64))
+            buf.get(last + 1, pending, 0, rest)
+            pendingLength = rest
+          buf.position(to)
+          emit(FrameBatch(framing, batch, batch.length, terminated = true))
+          true
+      case Framing.Len => false
 
   def feed(bytes: Array[Byte], offset: Int, length: Int)(emit: FrameBatch => Unit): Unit =
     java.util.Objects.checkFromIndexSize(offset, length, bytes.length)
