@@ -36,9 +36,12 @@ readonly RUNTIME_FLAGS
 # a pipeline's output: send it to stderr, and silence the AOT cache's own complaints (a cache that
 # no longer fits, e.g. after a JDK update, is skipped and only costs start-up time).
 readonly LOG_FLAGS=(-Xlog:disable -Xlog:all=warning:stderr -Xlog:aot=off:stderr)
-# JIT and GC flags of every verb but `bench` (see the launcher's comment). They do not shape the AOT
-# cache: a cache trained without them is used with them.
-readonly JIT_FLAGS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# JIT and GC flags of every verb but `bench` (see the launcher's comment), from project.scala's line
+# "// asyncpipe stage-jvm-flags: ...". They do not shape the AOT cache: a cache trained without
+# them is used with them.
+JIT_FLAGS=$(sed -n 's|^// asyncpipe stage-jvm-flags:[[:space:]]*\(.*\)$|\1|p' "$root/project.scala")
+[ -n "$JIT_FLAGS" ] || { echo "install.sh: no '// asyncpipe stage-jvm-flags: ...' line in $root/project.scala" >&2; exit 1; }
+readonly JIT_FLAGS
 readonly LAUNCHER_MARK="# asyncpipe launcher, written by asyncpipe's install.sh"
 
 usage() {

@@ -59,8 +59,14 @@ object Main:
           case None       => notAVerb(head, args, io)
 
   private def notAVerb(head: String, args: Seq[String], io: Io): Either[CliError, Int] =
+    val topForms = "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis
     if head.startsWith("-") && head != "-" then
-      Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis))
+      // Options before the addresses (or the pipeline) of a stage command line.
+      val stage = if args.exists(_.contains(" | ")) then RunVerb.run(args, io) else StageCommands.addresses(args, io)
+      stage.left.map {
+        case CliError.UnknownOption(None, `head`, _) => CliError.UnknownOption(None, head, topForms)
+        case other                                   => other
+      }
     else if head.contains(" | ") then RunVerb.run(args, io)
     else
       head match
