@@ -61,7 +61,3 @@ class MainTest extends munit.FunSuite:
   test("no arguments at all is a usage error"):
     assertEquals(run().status, ExitCode.Usage)
 
-  test("a verb this version does not have yet fails at run time and says so"):
-    val r = run("mux")
-    assertEquals(r.status, ExitCode.Runtime)
-    assert(r.err.contains("not available"), r.err)
