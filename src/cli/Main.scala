@@ -7,9 +7,9 @@ object Main:
   val verbs: Seq[Verb] = Seq(
     PlannedVerb("mux", "asyncpipe mux [--in ADDR]... [--out ADDR]...", "fan frames in from stdin and --in, out to stdout and --out"),
     PlannedVerb("run", "asyncpipe run 'A | STAGE | B' | asyncpipe run FILE.pipe", "run a whole pipeline in one JVM, stages joined by channels"),
-    PlannedVerb("every", "asyncpipe every DURATION [OPTIONS] -- CMD [ARGS...]", "run a command on a fixed schedule"),
-    PlannedVerb("retry", "asyncpipe retry [OPTIONS] -- CMD [ARGS...]", "run a command until it succeeds, with backoff"),
-    PlannedVerb("repeat", "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]", "run a command repeatedly until it fails or succeeds"),
+    TaskVerbs.every,
+    TaskVerbs.retry,
+    TaskVerbs.repeat,
     BenchVerb
   )
 
