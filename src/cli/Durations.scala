@@ -65,10 +65,14 @@ object Durations:
       else Right(d.toMillis)
     }
 
-  /** The shortest exact text: the largest unit that divides the duration (`90s` is "90s", 60s is "1m"). */
+  /** The shortest exact text: the largest unit that divides the duration (`90s` is "90s", 60s is
+    * "1m"); zero is "0ms".
+    */
   def render(d: FiniteDuration): String =
     val nanos = d.toNanos
-    val (unit, per) = units.find((_, per) => nanos % per == 0).get
-    s"${nanos / per}$unit"
+    if nanos == 0 then "0ms"
+    else
+      val (unit, per) = units.find((_, per) => nanos % per == 0).get
+      s"${nanos / per}$unit"
 
   def renderMillis(millis: Long): String = render(FiniteDuration(millis, MILLISECONDS))
