@@ -64,8 +64,16 @@ final class ProcessGroup private (process: Process, tools: GroupTools):
 
   /** The command's exit status once it ends (128 + N when a signal N ended it). */
   val exited: Future[Int] =
+    // A thread of its own in waitFor rather than onExit(), which would start the common
+    // ForkJoinPool for its callback: a few milliseconds of every start-up.
     val p = Promise[Int]()
-    process.onExit().thenRun(() => p.complete(Success(process.exitValue())))
+    Thread.ofVirtual().name("asyncpipe-exit").start { () =>
+      var status = -1
+      while status < 0 do
+        try status = process.waitFor()
+        catch case _: InterruptedException => () // nobody interrupts it; the exit is still to come
+      p.complete(Success(status))
+    }
     p.future
 
   def stdout: InputStream = process.getInputStream
