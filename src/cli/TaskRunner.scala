@@ -178,10 +178,11 @@ final class TaskRunner(options: TaskOptions, io: Io):
     /** The schedule's body: the next run, or with `--overlap allow` its start as a future of `scope`. */
     def next(scope: Async)(using Async): Unit =
       count += 1
+      val (n, before) = (count, pause) // read now: the future's body runs after the loop moved on
       if overlap == Overlap.Allow then
         alongside.removeIf(_.isCompleted)
-        alongside.add(Future(once(count, pause))(using scope))
-      else once(count, pause)
+        alongside.add(Future(once(n, before))(using scope))
+      else once(n, before)
 
     /** Waits for the runs started alongside that are still going. */
     def awaitAlongside()(using Async): Unit =

@@ -80,6 +80,16 @@ class TaskOptionsTest extends munit.FunSuite:
     for (text, millis) <- Seq("250ms" -> 250L, "1.5s" -> 1500L, "2m" -> 120_000L, "1.25h" -> 4_500_000L, "0.001s" -> 1L) do
       assertEquals(ok(Kind.Retry, "--timeout", text, "--", "x").timeoutMillis, Some(millis), text)
 
+  test("Durations: one parser for addresses and task verbs; whole milliseconds here; exact rendering"):
+    assertEquals(Durations.parseMillis("1.5s"), Right(1500L))
+    assertEquals(Durations.parseMillis("0ms"), Left("the duration must be more than zero (got '0ms')"))
+    assertEquals(Durations.parseMillis("0ms", allowZero = true), Right(0L))
+    assertEquals(Durations.parseMillis("10us"), Left("duration '10us' is not a whole number of milliseconds (the smallest step here is 1ms)"))
+    assertEquals(Durations.parse("1.5.5s").left.map(_.take(27)), Left("unknown duration unit '.5s'"))
+    for (millis, text) <- Seq(0L -> "0ms", 1500L -> "1500ms", 2000L -> "2s", 60_000L -> "1m", 5_400_000L -> "90m") do
+      assertEquals(Durations.renderMillis(millis), text)
+    assert(Durations.isDecimal("1.5") && !Durations.isDecimal(".5") && !Durations.isDecimal("1.") && !Durations.isDecimal(""))
+
   test("everything after '--' is the command's, options and '--' included"):
     assertEquals(ok(Kind.Retry, "--", "grep", "--", "-v", "--timeout").command, Seq("grep", "--", "-v", "--timeout"))
     assertEquals(ok(Kind.Every, "1s", "--", "--help").command, Seq("--help"))
