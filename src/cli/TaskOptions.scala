@@ -53,12 +53,12 @@ object TaskOptions:
 
   /** The options every task verb takes (before [[Kind]], whose cases read it as they are made). */
   private val commonSpecs: Seq[Spec] = Seq(
-    Spec("--timeout", Some("D"), "stop a run that takes longer than D: SIGTERM to its process group, SIGKILL after --kill-after; its status is then 124"),
-    Spec("--kill-after", Some("D"), "the grace between SIGTERM and SIGKILL, on a timeout or a signal (default 2s)"),
-    Spec("--jitter", Some("J"), "spread each delay at random: none (default), full, equal, P% (+-P percent) or a duration (+-that much)"),
-    Spec("--seed", Some("N"), "seed the jitter's random numbers, so that a run's delays can be repeated"),
+    Spec("--timeout", Some("D"), "stop a run after D: SIGTERM to its process group, then SIGKILL (status 124)"),
+    Spec("--kill-after", Some("D"), "the grace between SIGTERM and SIGKILL to a run's group (default 2s)"),
+    Spec("--jitter", Some("J"), "spread each delay at random: none (default), full, equal, P% (+-P %), D (+-D)"),
+    Spec("--seed", Some("N"), "seed the jitter's random numbers (the same seed, the same delays)"),
     Spec("--deadline", Some("D"), "start no run that could not begin within D of the first one's start"),
-    Spec("--dry-run", None, "print the delays it would use (runs taking no time) and run nothing"),
+    Spec("--dry-run", None, "print the delays it would use (runs taking no time); run nothing"),
     Spec("--verbose", None, "log each run on stderr: number, delay, exit status, duration", Some("-v"))
   )
 
@@ -71,7 +71,7 @@ object TaskOptions:
       Seq(
         Spec("--spacing", Some("D"), "instead of a fixed rate: wait D after each run ends"),
         Spec("--count", Some("N"), "stop after N runs (default: run until stopped)"),
-        Spec("--overlap", Some("skip|wait|allow"), "a tick that comes while a run goes on: skip it (default), run once when the run ends, or run alongside")
+        Spec("--overlap", Some("skip|wait|allow"), "a tick during a run: skip it (default), run when it ends, run alongside")
       ) ++ commonSpecs
     )
     case Retry extends Kind(

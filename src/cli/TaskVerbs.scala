@@ -30,9 +30,12 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |Options:
        |${options.mkString("\n")}
        |
-       |Exit status: ${TaskVerb.exitStatus(kind)}; 124 when the last run timed out; 126/127 when CMD
-       |cannot be run or is not found; 130/143 on SIGINT/SIGTERM (forwarded to a running CMD's
-       |group first); 2 for a usage error; 141 when the reader of stdout goes away.
+       |Exit status:
+       |  ${TaskVerb.exitStatus(kind)}
+       |  124      the last run timed out
+       |  126/127  CMD cannot be run / is not found (checked before the first run)
+       |  130/143  SIGINT/SIGTERM (forwarded to a running CMD's process group first)
+       |  141      the reader of stdout went away; 2 a usage error
        |
        |Examples:
        |${examples.map("  " + _).mkString("\n")}
@@ -43,9 +46,9 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
 
 object TaskVerb:
   private def exitStatus(kind: Kind): String = kind match
-    case Kind.Every  => "0 when every run succeeded, else the status of the last failed run"
-    case Kind.Retry  => "the last attempt's (0 once one succeeds)"
-    case Kind.Repeat => "the last run's"
+    case Kind.Every  => "0        every run succeeded; else the status of the last failed run"
+    case Kind.Retry  => "0        an attempt succeeded; else the last attempt's status"
+    case Kind.Repeat => "0 or N   the last run's status"
 
 object TaskVerbs:
   val every: TaskVerb = TaskVerb(
@@ -58,7 +61,7 @@ object TaskVerbs:
       |tick at random (by the jittered period minus the period). Runs until stopped, --count N
       |runs, or --deadline.""".stripMargin,
     Seq("asyncpipe every 10s --jitter 1s -- curl -fsS https://example.org/health",
-      "asyncpipe every 1m --count 60 --timeout 50s -- ./poll.sh | asyncpipe file:polls.log,append")
+      "asyncpipe every 1m --count 60 --timeout 50s -- ./poll.sh >> polls.log")
   )
 
   val retry: TaskVerb = TaskVerb(
