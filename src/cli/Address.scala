@@ -2,7 +2,7 @@ package asyncpipe.cli
 
 import java.net.Inet6Address
 import java.nio.file.{Files, Path}
-import scala.concurrent.duration.{FiniteDuration, NANOSECONDS}
+import scala.concurrent.duration.FiniteDuration
 import scala.util.Try
 
 /** The addresses of the pipeline stages (design section 4, "Addresses"): parsing, rendering, the
@@ -25,7 +25,7 @@ import scala.util.Try
   * size     = decimal bytes with an optional K, M or G suffix, binary (4M = 4 MiB = 4194304);
   *            1 byte to 2147483647 bytes (the int of SO_RCVBUF)
   * duration = decimal number (decimals allowed, "1.5s") followed by a unit: ns, us, ms, s, m, h;
-  *            more than zero, a whole number of nanoseconds, at most Long.MaxValue ns
+  *            more than zero, a whole number of nanoseconds, at most Long.MaxValue ns ([[Durations]])
   * }}}
   * Schemes are lower case. An option is given at most once. Options that belong to one role are
   * recorded by [[parse]] and checked by [[checkRole]]: `append` and `fsync` are for a sink only,
@@ -350,43 +350,10 @@ object Address:
         else Right(n.toLong)
       else bad(s"count must be a positive whole number (got '$text')")
 
-    private val durationText = "([0-9]+(?:\\.[0-9]+)?)(.*)".r
+    private def duration(text: String): Result[FiniteDuration] =
+      Durations.parse(text).left.map(rule => CliError.BadToken(None, token, rule, expected))
 
-    private[cli] def duration(text: String): Result[FiniteDuration] =
-      val units = durationUnits.map(_._1).reverse
-      val unitList = units.mkString(", ")
-      text match
-        case "" => bad(s"the duration is missing: a number and a unit ($unitList), e.g. 500ms or 1.5s")
-        case durationText(number, "") =>
-          bad(s"duration '$number' needs a unit ($unitList), e.g. ${number}ms or ${number}s")
-        case durationText(number, unit) =>
-          durationUnits.find(_._1 == unit) match
-            case None =>
-              val hint = CliError.suggest(unit, units).fold("")(s => s"; did you mean '$number$s'?")
-              bad(s"unknown duration unit '$unit' in '$text' (known: $unitList)$hint")
-            case Some((_, nanosPerUnit)) =>
-              val nanos = BigDecimal(number) * nanosPerUnit
-              if nanos <= 0 then bad(s"the duration must be more than zero (got '$text')")
-              else if !nanos.isWhole then bad(s"duration '$text' is not a whole number of nanoseconds")
-              else if nanos > Long.MaxValue then bad(s"duration '$text' is too long (at most ${Long.MaxValue}ns, about 292 years)")
-              else Right(FiniteDuration(nanos.toLongExact, NANOSECONDS).toCoarsest)
-        case _ => bad(s"duration '$text' is not a number with a unit ($unitList), e.g. 500ms or 1.5s")
-
-  /** A duration (a number and a unit, e.g. 500ms or 1.5s), or the rule it breaks. */
-  def parseDuration(text: String): Either[String, FiniteDuration] =
-    Parser(text, "tick", formsOf("tick")).duration(text).left.map {
-      case CliError.BadToken(_, _, rule, _) => rule
-      case other                            => other.render
-    }
-
-  /** Units of a duration, largest first, in nanoseconds. */
-  private val durationUnits: Seq[(String, Long)] =
-    Seq("h" -> 3600_000_000_000L, "m" -> 60_000_000_000L, "s" -> 1_000_000_000L, "ms" -> 1_000_000L, "us" -> 1_000L, "ns" -> 1L)
-
-  private[cli] def renderDuration(d: FiniteDuration): String =
-    val nanos = d.toNanos
-    val (unit, per) = durationUnits.find((_, per) => nanos % per == 0).get
-    s"${nanos / per}$unit"
+  private[cli] def renderDuration(d: FiniteDuration): String = Durations.render(d)
 
   private def renderRcvbuf(rcvbuf: Option[Int]): String =
     rcvbuf.fold("") { bytes =>

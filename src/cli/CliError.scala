@@ -6,20 +6,25 @@ package asyncpipe.cli
 enum CliError:
   /** The first token is neither a verb, an option, nor an address. */
   case UnknownVerb(token: String, suggestion: Option[String])
-  /** An option the verb (or the top level, when `verb` is None) does not know. */
-  case UnknownOption(verb: Option[String], token: String, expected: String)
+  /** An option the verb (or the top level, when `verb` is None) does not know; `suggestions`, the
+    * options it may be a typo or an abbreviation of.
+    */
+  case UnknownOption(verb: Option[String], token: String, expected: String, suggestions: Seq[String] = Nil)
   /** A token that is in the right place but breaks a rule: names the token, the rule and the form. */
   case BadToken(verb: Option[String], token: String, rule: String, expected: String)
   /** Something required is absent. */
   case Missing(verb: Option[String], what: String, expected: String)
   /** A failure while running: an address or a command, and the reason (the OS's, where there is one). */
   case Runtime(subject: String, reason: String)
+  /** A command the tool was to run cannot be run: `status` is 127 (not found) or 126 (not executable). */
+  case CannotRun(verb: String, command: String, reason: String, status: Int)
   /** The reader of our standard output went away (EPIPE): a normal stop, reported by status alone. */
   case DownstreamGone
 
   def exitCode: Int = this match
     case _: (UnknownVerb | UnknownOption | BadToken | Missing) => ExitCode.Usage
     case _: Runtime                                            => ExitCode.Runtime
+    case c: CannotRun                                          => c.status
     case DownstreamGone                                        => ExitCode.ClosedPipe
 
   /** The text for standard error; empty when the status says everything. */
@@ -32,10 +37,13 @@ enum CliError:
       case UnknownVerb(token, suggestion) =>
         val hint = suggestion.fold("")(s => s"; did you mean '$s'?")
         usage(None, s"unknown verb or address '$token'$hint", Help.topSynopsis)
-      case UnknownOption(verb, token, expected) => usage(verb, s"unknown option '$token'", expected)
+      case UnknownOption(verb, token, expected, suggestions) =>
+        val hint = if suggestions.isEmpty then "" else suggestions.map(s => s"'$s'").mkString("; did you mean ", " or ", "?")
+        usage(verb, s"unknown option '$token'$hint", expected)
       case BadToken(verb, token, rule, expected) => usage(verb, s"bad value '$token': $rule", expected)
       case Missing(verb, what, expected)         => usage(verb, s"missing $what", expected)
       case Runtime(subject, reason)              => s"asyncpipe: $subject: $reason"
+      case CannotRun(verb, command, reason, _)   => s"asyncpipe $verb: $command: $reason"
       case DownstreamGone                        => ""
 
 object CliError:

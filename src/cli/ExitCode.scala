@@ -5,6 +5,9 @@ object ExitCode:
   val Ok = 0
   val Runtime = 1
   val Usage = 2
+  val TimedOut = 124 // as timeout(1): the command ran past its time and was killed
+  val NotExecutable = 126 // as shells: the command exists but cannot be run
+  val NotFound = 127 // as shells: no such command
   val Interrupted = 130 // SIGINT
   val ClosedPipe = 141 // SIGPIPE: the downstream reader went away
   val Terminated = 143 // SIGTERM

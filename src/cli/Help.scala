@@ -43,5 +43,6 @@ object Help:
        |Addresses:
        |${table(addressForms)}
        |
-       |Exit status: 0 done, 1 runtime error, 2 usage error, 130 SIGINT, 141 downstream closed, 143 SIGTERM.
+       |Exit status: 0 done, 1 runtime error, 2 usage error, 124 a run timed out, 126/127 a command cannot
+       |run / was not found, 130 SIGINT, 141 downstream closed, 143 SIGTERM.
        |""".stripMargin

@@ -7,9 +7,9 @@ object Main:
   val verbs: Seq[Verb] = Seq(
     MuxVerb,
     RunVerb,
-    PlannedVerb("every", "asyncpipe every DURATION [OPTIONS] -- CMD [ARGS...]", "run a command on a fixed schedule"),
-    PlannedVerb("retry", "asyncpipe retry [OPTIONS] -- CMD [ARGS...]", "run a command until it succeeds, with backoff"),
-    PlannedVerb("repeat", "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]", "run a command repeatedly until it fails or succeeds"),
+    TaskVerbs.every,
+    TaskVerbs.retry,
+    TaskVerbs.repeat,
     BenchVerb
   )
 
@@ -64,7 +64,7 @@ object Main:
       // Options before the addresses (or the pipeline) of a stage command line.
       val stage = if args.exists(_.contains(" | ")) then RunVerb.run(args, io) else StageCommands.addresses(args, io)
       stage.left.map {
-        case CliError.UnknownOption(None, `head`, _) => CliError.UnknownOption(None, head, topForms)
+        case CliError.UnknownOption(None, `head`, _, _) => CliError.UnknownOption(None, head, topForms)
         case other                                   => other
       }
     else if head.contains(" | ") then RunVerb.run(args, io)

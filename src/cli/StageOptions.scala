@@ -111,8 +111,7 @@ object StageOptions:
           case i  => (token.take(i), Some(token.drop(i + 1)))
         specs.find(_.name == name) match
           case None =>
-            val hint = CliError.suggest(name, specs.map(_.name)).fold("")(s => s" (did you mean '$s'?)")
-            return Left(CliError.UnknownOption(verb, token, synopsis + hint))
+            return Left(CliError.UnknownOption(verb, token, synopsis, CliError.suggest(name, specs.map(_.name)).toSeq))
           case Some(spec) =>
             val value: Either[CliError, Option[String]] = (spec.value, inline) match
               case (None, None)    => Right(None)
@@ -145,4 +144,4 @@ object StageOptions:
 
   /** A duration by the one rule that `tick:DURATION` follows. */
   private def duration(v: String, name: String, verb: Option[String]): Either[CliError, FiniteDuration] =
-    Address.parseDuration(v).left.map(rule => CliError.BadToken(verb, v, s"$name: $rule", s"$name DURATION"))
+    Durations.parse(v).left.map(rule => CliError.BadToken(verb, v, s"$name: $rule", s"$name DURATION"))

@@ -17,10 +17,3 @@ trait Verb:
     * returns the exit status or an error.
     */
   def run(args: Seq[String], io: Io): Either[CliError, Int]
-
-/** A verb that a later version brings: it has help, and running it says plainly that it is not here. */
-final class PlannedVerb(val name: String, val synopsis: String, val summary: String) extends Verb:
-  override def available = false
-  override def help = super.help + s"\nNot available in asyncpipe ${BuildInfo.version} yet.\n"
-  def run(args: Seq[String], io: Io) =
-    Left(CliError.Runtime(name, s"not available in asyncpipe ${BuildInfo.version} yet"))

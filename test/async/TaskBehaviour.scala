@@ -2,7 +2,7 @@ package asyncpipe.async
 
 import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, CountDownLatch}
 import java.util.concurrent.atomic.{AtomicInteger, AtomicReference}
-import scala.util.{Success, Try}
+import scala.util.{Random, Success, Try}
 import munit.Location
 import Support.*
 import TaskSchedule.*
@@ -227,6 +227,157 @@ abstract class TaskBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
     val ended = millisSince(cancelledAt.get)
     assert(ended < Patience, s"the cancelled task's thread ended $ended ms after the cancel")
     assertEquals(runs.get, 1)
+
+  // ---------------------------------------------------------------------------------------------
+  // Scheduling: seeded jitter, the observer of pauses, deadlines, overruns and plans. Most of these
+  // run on a TestClock, where a run "takes" time by moving the clock: exact and without waiting.
+
+  /** A clock that moves only when slept on, or when a run spends time on it. */
+  private final class TestClock extends Clock:
+    @volatile var nowMillis = 0L
+    def nanoTime(): Long = nowMillis * 1_000_000
+    def sleep(millis: Long)(using Async): Unit = nowMillis += millis
+    def spend(millis: Long): Unit = nowMillis += millis
+
+  /** Records what the loop tells its observer: (run, pause) of each wait, and the run after which a
+    * deadline ended it.
+    */
+  private final class Pauses extends ScheduleObserver:
+    val waits = ConcurrentLinkedQueue[(Long, Pause)]()
+    val pastDeadline = AtomicReference[(Long, Pause)]()
+    override def waiting(run: Long, pause: Pause): Unit = waits.add(run -> pause)
+    override def pastDeadline(run: Long, pause: Pause): Unit = pastDeadline.set(run -> pause)
+    def list: List[(Long, Pause)] = waits.toArray.toList.asInstanceOf[List[(Long, Pause)]]
+    def millis: List[Long] = list.map(_._2.millis)
+
+  /** Runs `body` (given the run number and the clock) on `s` with a TestClock; the result, the
+    * clock time at which each run started, and the observer's record.
+    */
+  private def onTestClock[T](s: TaskSchedule, deadline: Option[Long] = None, random: Random = Random(1))(
+      body: (Int, TestClock) => T): (Try[T], Vector[Long], Pauses) =
+    val clock = TestClock()
+    val pauses = Pauses()
+    val runs = AtomicInteger(0)
+    val starts = ConcurrentLinkedQueue[Long]()
+    val result = Async.blocking:
+      Task {
+        starts.add(clock.nowMillis)
+        body(runs.incrementAndGet(), clock)
+      }.schedule(s, Scheduling(random, pauses, deadline, clock)).run.result
+    (result, starts.toArray.toVector.map(_.asInstanceOf[Long]), pauses)
+
+  test("Every with Overrun.Skip: a 250 ms run on a 100 ms grid skips slots 1 and 2, counts them, and resumes at slot 3"):
+    val (result, starts, pauses) = onTestClock(Every(100, 4)) { (i, clock) => if i == 1 then clock.spend(250); i }
+    assertEquals(result, Success(4))
+    assertEquals(starts, Vector(0L, 300, 400, 500), "run starts on the grid after the overrun")
+    assertEquals(pauses.list.head, 1L -> Pause(50, 2, 3), "the pause after the overrunning run")
+    assertEquals(pauses.list.tail.map(_._2.skipped), List(0L, 0L), "no slot skipped after the others")
+
+  test("Every with Overrun.RunLate: after an overrun the latest missed slot runs at once, the others are skipped, then the grid again"):
+    val (result, starts, pauses) = onTestClock(Every(100, 4, overrun = Overrun.RunLate)) { (i, clock) =>
+      if i == 1 then clock.spend(250)
+      i
+    }
+    assertEquals(result, Success(4))
+    assertEquals(starts, Vector(0L, 250, 300, 400), "the late run at once, then slots 3 and 4")
+    assertEquals(pauses.list.head, 1L -> Pause(0, 1, 2), "run at once for slot 2, slot 1 skipped")
+
+  test("Every with jitter keeps each run within the spread of its slot, so nothing drifts over many runs"):
+    val (result, starts, _) = onTestClock(Every(100, 200, Jitter.Spread(20)), random = Random(5)) { (i, clock) =>
+      clock.spend(3) // each run takes a little time
+      i
+    }
+    assertEquals(result, Success(200))
+    assertEquals(starts.head, 0L)
+    for (start, k) <- starts.zipWithIndex.drop(1) do
+      assert(math.abs(start - k * 100) <= 20, s"run ${k + 1} started at $start ms, more than 20 ms from its slot at ${k * 100} ms")
+    assert(starts.distinct.size > 100, s"the jitter moved hardly any run: ${starts.take(10)}")
+
+  test("each Jitter stays within its bounds, and never goes below 0"):
+    val random = Random(3)
+    def draws(j: Jitter, delay: Long) = Vector.fill(2000)(j(delay, random))
+    def within(j: Jitter, delay: Long, lo: Long, hi: Long) =
+      val d = draws(j, delay)
+      assert(d.forall(x => x >= lo && x <= hi), s"$j of $delay ms gave ${d.min}..${d.max}, expected within $lo..$hi")
+      assert(d.distinct.size > 10, s"$j of $delay ms hardly varies: ${d.distinct}")
+    within(Jitter.Full, 100, 0, 100)
+    within(Jitter.Equal, 100, 50, 100)
+    within(Jitter.Percent(10), 200, 180, 220)
+    within(Jitter.Spread(30), 100, 70, 130)
+    within(Jitter.Spread(500), 100, 0, 600)
+    assertEquals(draws(Jitter.None, 100).distinct, Vector(100L))
+    assertEquals(Jitter.Spread(50)(0, random), 0L, "a delay of 0 stays 0")
+
+  test("the same seed gives the same jittered pauses; another seed others"):
+    def plan(seed: Long) =
+      val pauses = Pauses()
+      TaskSchedule.plan(ExponentialBackoff(100, 2, jitter = Jitter.Full), 8, Scheduling(Random(seed), pauses))
+      pauses.millis
+    assertEquals(plan(42), plan(42))
+    assertNotEquals(plan(42), plan(43))
+
+  test("RepeatUntilSuccess and RepeatUntilFailure back off by their factor up to their cap"):
+    val failures = Failures()
+    val (r1, _, p1) = onTestClock(RepeatUntilSuccess(10, 5, factor = 3, maxDelayMillis = 50)) { (i, _) => throw failures(i) }
+    assert(failureOf[RuntimeException](r1) eq failures(5))
+    assertEquals(p1.millis, List(10L, 30, 50, 50))
+    val (r2, _, p2) = onTestClock(RepeatUntilFailure(10, 4, factor = 2)) { (i, _) => i }
+    assertEquals(r2, Success(4))
+    assertEquals(p2.millis, List(10L, 20, 40))
+
+  test("a deadline: no run begins after it; the observer hears of the run not started, and the last result stands"):
+    val failures = Failures()
+    val (result, starts, pauses) = onTestClock(RepeatUntilSuccess(100, factor = 2), deadline = Some(350)) { (i, _) => throw failures(i) }
+    assertEquals(starts, Vector(0L, 100, 300), "runs at 0, 100 and 300 ms; the next would be at 700")
+    assert(failureOf[RuntimeException](result) eq failures(3), s"ended with $result, not the third run's failure")
+    assertEquals(pauses.pastDeadline.get, 3L -> Pause(400, 0, 3))
+
+  test("a deadline counts the runs' own time: a run that ends past it is the last"):
+    val (result, starts, pauses) = onTestClock(Every(100), deadline = Some(250)) { (i, clock) => clock.spend(40); i }
+    assertEquals(starts, Vector(0L, 100, 200))
+    assertEquals(result, Success(3))
+    assertEquals(pauses.pastDeadline.get._1, 3L)
+
+  test("the observer is told each pause before the loop waits it: the real gaps are at least the pauses told"):
+    val pauses = Pauses()
+    val starts = ConcurrentLinkedQueue[Long]()
+    val t0 = System.nanoTime()
+    Async.blocking:
+      Task { starts.add(millisSince(t0)); () }
+        .schedule(RepeatUntilFailure(20, 4, factor = 2, jitter = Jitter.Equal), Scheduling(Random(9), pauses)).run.value
+    val s = starts.toArray.toVector.map(_.asInstanceOf[Long])
+    assertEquals(pauses.list.map(_._1), List(1L, 2, 3))
+    for ((_, p), k) <- pauses.list.zipWithIndex do
+      assertAtLeast(s"the gap before run ${k + 2}", s(k + 1) - s(k), p.millis - 1)
+
+  test("plan gives the pauses a real run makes with the same seed, without running or waiting"):
+    val schedule = RepeatUntilSuccess(5, 6, factor = 2, jitter = Jitter.Full)
+    val planned = Pauses()
+    val t0 = System.nanoTime()
+    assertEquals(TaskSchedule.plan(schedule, 100, Scheduling(Random(77), planned)), 6L, "the runs of the plan")
+    assert(millisSince(t0) < 100, s"a plan of 6 runs with up to 155 ms of pauses took ${millisSince(t0)} ms: it waited")
+    val real = Pauses()
+    val failures = Failures()
+    val runs = AtomicInteger(0)
+    Async.blocking:
+      Task[Int](throw failures(runs.incrementAndGet())).schedule(schedule, Scheduling(Random(77), real)).run.result
+    assertEquals(real.list, planned.list)
+
+  test("plan stops at its limit, at the schedule's cap, and at a deadline"):
+    val pauses = Pauses()
+    assertEquals(TaskSchedule.plan(Every(1000), 10, Scheduling(observer = pauses)), 10L)
+    assertEquals(pauses.millis, List.fill(9)(1000L))
+    assertEquals(TaskSchedule.plan(Every(1000, 3), 10, Scheduling()), 3L)
+    val ended = Pauses()
+    assertEquals(TaskSchedule.plan(RepeatUntilSuccess(100, factor = 2), 10, Scheduling(observer = ended, deadlineMillis = Some(1000))), 4L)
+    assertEquals(ended.pastDeadline.get, 4L -> Pause(800, 0, 4))
+
+  test("a schedule or jitter that breaks a rule is refused where it is made"):
+    intercept[IllegalArgumentException](Every(0))
+    intercept[IllegalArgumentException](RepeatUntilSuccess(10, factor = 0.5))
+    intercept[IllegalArgumentException](Jitter.Percent(101))
+    intercept[IllegalArgumentException](Jitter.Spread(-1))
+    intercept[IllegalArgumentException](Scheduling(deadlineMillis = Some(-1)))
 
 class TaskOnVirtualThreads extends TaskBehaviour(Runtime.VirtualThreads)
 class TaskOnPlatformThreads extends TaskBehaviour(Runtime.PlatformThreads)
