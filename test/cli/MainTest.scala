@@ -62,6 +62,8 @@ class MainTest extends munit.FunSuite:
     assertEquals(run().status, ExitCode.Usage)
 
   test("a verb this version does not have yet fails at run time and says so"):
-    val r = run("mux")
+    val planned = Main.verbs.filterNot(_.available).map(_.name)
+    assume(planned.nonEmpty, "every verb is available in this version")
+    val r = run(planned.head)
     assertEquals(r.status, ExitCode.Runtime)
     assert(r.err.contains("not available"), r.err)
