@@ -321,12 +321,17 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
   // -----------------------------------------------------------------------------------------------
   // Errors
 
-  e2e.test("a missing input file: exit 1, stderr names file:PATH and 'no such file'"): env =>
+  e2e.test("a missing input file: exit 1, stderr names file:PATH and 'no such file', the output file is left alone"): env =>
     val missing = env.dir / "missing.txt"
     val r = Launch(s"file:$missing", "-")
     assertEquals(r.exitCode, ExitCode.Runtime, r.err)
     assert(r.err.contains(s"file:$missing") && r.err.contains("no such file"), r.err)
     assertEquals(r.out, "")
+    val keep = env.write("keep.txt", "precious\n")
+    for args <- Seq(Seq(s"file:$missing", s"file:$keep"), Seq("run", s"tick:1ms | mux --in file:$missing | file:$keep")) do
+      val again = Launch(args*)
+      assertEquals(again.exitCode, ExitCode.Runtime, again.err)
+      assertEquals(os.read(keep), "precious\n", s"${args.mkString(" ")} failed at its start, yet changed the output file")
 
   e2e.test("a udp port in use: exit 1, 'address already in use'"): env =>
     val held = DatagramChannel.open().bind(InetSocketAddress("127.0.0.1", 0))
