@@ -32,15 +32,15 @@ object Help:
     s"""asyncpipe ${BuildInfo.version}: shell pipeline stages on a direct-style async library (JDK virtual threads)
        |
        |Usage:
-       |  asyncpipe FROM [TO]              copy frames between two addresses${later}
-       |  asyncpipe 'A | STAGE | B'        a whole pipeline in one JVM, as 'asyncpipe run'${later}
+       |  asyncpipe FROM [TO]              copy frames between two addresses
+       |  asyncpipe 'A | STAGE | B'        a whole pipeline in one JVM, as 'asyncpipe run'
        |  asyncpipe VERB [OPTIONS] [ARGS]  run a verb; 'asyncpipe VERB --help' describes it
        |  asyncpipe --help | --version
        |
        |Verbs:
        |${table(verbs.map(v => v.name -> (v.summary + (if v.available then "" else later))))}
        |
-       |Addresses${later}:
+       |Addresses:
        |${table(addressForms)}
        |
        |Exit status: 0 done, 1 runtime error, 2 usage error, 130 SIGINT, 141 downstream closed, 143 SIGTERM.

@@ -411,6 +411,13 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(refused.exit(), ExitCode.Usage, refused.err)
     assert(refused.err.contains("asyncpipe FROM TO") && refused.err.contains("stdin is a file, stdout is a file"), refused.err)
 
+  test("--help presents the address forms and pipelines as available (only planned verbs are marked)"):
+    val r = Launch("--help")
+    assertEquals(r.exitCode, 0, r.err)
+    val marked = r.out.linesIterator.filter(_.contains("not in this version")).toSeq
+    val planned = Main.verbs.filterNot(_.available).map(_.name)
+    assert(marked.forall(l => planned.exists(v => l.trim.startsWith(v + " "))), s"marked as not available:\n${marked.mkString("\n")}")
+
   // -----------------------------------------------------------------------------------------------
   // Interactive use and the timer
 
