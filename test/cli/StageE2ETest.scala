@@ -126,11 +126,11 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     val window = java.util.concurrent.Semaphore(32)
     val lines = LineReader(src.process.getInputStream, () => window.release())
     val threads = (0 until senders).map { s =>
-      Thread.ofPlatform().start { () =>
+      Thread.ofPlatform().daemon().start { () =>
         val ch = DatagramChannel.open()
         try
           for i <- 0 until each do
-            window.acquire()
+            if !window.tryAcquire(Support.Patience, TimeUnit.MILLISECONDS) then throw IllegalStateException("stdout stalled")
             ch.send(ByteBuffer.wrap(bytes(s"sender$s-$i")), InetSocketAddress("127.0.0.1", src.port))
         finally ch.close()
       }
@@ -226,6 +226,16 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
       val ns = numbers.map(_.toLong)
       assert(ns.zip(ns.drop(1)).forall(_ < _), "the numbers are not increasing")
       assertEquals(r.err, "")
+
+  e2e.test("SIGINT while a udp source waits for a datagram: exit 130 at once, what came is in the file"): env =>
+    val out = env.dir / "out.txt"
+    val src = env.udpSource(port => Seq(s"udp:127.0.0.1:$port", s"file:$out"))
+    sendAll(src.port, Seq("first", "second").map(bytes))
+    Support.eventually(s"$out to hold both datagrams") { os.exists(out) && os.read(out) == "first\nsecond\n" }
+    kill("INT", src.process.pid)
+    assertEquals(src.exit(), ExitCode.Interrupted, src.err)
+    assertEquals(os.read(out), "first\nsecond\n")
+    assertEquals(src.err, "")
 
   e2e.test("a second signal while a stage is stuck (nobody reads stdout) exits at once with the first one's status"): env =>
     val r = env.start(Seq("--frame", "raw", "file:/dev/zero", "-"), stdout = Redirect.PIPE)
