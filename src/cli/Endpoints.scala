@@ -191,7 +191,13 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
 
   def write(batch: FrameBatch)(using Async): Unit =
     writer.nn.write(batch)
-    counters.add(batch, countFrames)
+    if batch.framing == framing || !countFrames then counters.add(batch, countFrames)
+    else
+      // Re-encoded (a UDP datagram, a frame of another stage's framing): count the bytes written.
+      var bytes = 0L
+      batch.foreach((_, _, length, terminated) => bytes += length + StreamOutput.overhead(framing, terminated))
+      counters.bytes += bytes
+      counters.frames += batch.frameCount
 
   def idle()(using Async): Unit =
     writer.nn.flush()
@@ -210,6 +216,13 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
   def abort(): Unit =
     val f = file
     if f != null then try f.close() catch case _: IOException => ()
+
+object StreamOutput:
+  /** The bytes `framing` adds to a frame's payload on the wire. */
+  def overhead(framing: Framing, terminated: Boolean): Int = framing match
+    case Framing.Lines | Framing.Nul => if terminated then 1 else 0
+    case Framing.Len                 => 4
+    case Framing.Raw                 => 0
 
 /** The next stage of an in-process pipeline: messages go into its channel as they are (no framing),
   * and the end of this stage's input becomes one [[Message.End]] there.

@@ -38,9 +38,10 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
   def run(): Either[CliError, Int] =
     val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
     try
-      for s <- stages do
-        for o <- s.outputs do { o.open(); opened += (() => o.abort()) }
-        for i <- s.inputs do { i.open(); opened += (() => i.close()) }
+      // Every input before any output: an input that cannot be opened (a missing file, a port in
+      // use) must not leave an output file truncated or created behind it.
+      for s <- stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
+      for s <- stages; o <- s.outputs do { o.open(); opened += (() => o.abort()) }
     catch
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))

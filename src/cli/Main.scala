@@ -59,15 +59,15 @@ object Main:
           case None       => notAVerb(head, args, io)
 
   private def notAVerb(head: String, args: Seq[String], io: Io): Either[CliError, Int] =
-    val topForms = "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis
+    // `asyncpipe [OPTIONS] FROM TO` and `asyncpipe [OPTIONS] 'A | B'`: stage options may come first;
+    // the stage parser then judges them (and suggests the option meant).
+    def isPipeline(a: String) = a.contains(" | ")
+    def isAddress(a: String) = a == "-" || addressScheme.matches(a)
     if head.startsWith("-") && head != "-" then
-      // Options before the addresses (or the pipeline) of a stage command line.
-      val stage = if args.exists(_.contains(" | ")) then RunVerb.run(args, io) else StageCommands.addresses(args, io)
-      stage.left.map {
-        case CliError.UnknownOption(None, `head`, _, _) => CliError.UnknownOption(None, head, topForms)
-        case other                                   => other
-      }
-    else if head.contains(" | ") then RunVerb.run(args, io)
+      if args.exists(isPipeline) then RunVerb.run(args, io)
+      else if args.tail.exists(isAddress) then StageCommands.addresses(args, io)
+      else Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis))
+    else if isPipeline(head) then RunVerb.run(args, io)
     else
       head match
         case "-" | addressScheme(_) => StageCommands.addresses(args, io)

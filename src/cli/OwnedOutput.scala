@@ -21,17 +21,23 @@ final class DownstreamGone(cause: IOException)
   * system call), anything else (a full disk, say) as the plain `IOException`.
   *
   * Batching: writes go into one buffer of `capacity` bytes, which is written out when full, on
-  * `flush()`, and when the writer has been idle for `idleFlush` (so an interactive line reaches the
-  * next stage promptly without a system call per line). Writes larger than the buffer bypass it.
+  * `flush()`, when the writer has been idle for `idleFlush` (so an interactive line reaches the
+  * next stage promptly without a system call per line), and at the latest `maxDelay` (by default
+  * 10 idle periods) after the oldest byte in it was written (so a steady trickle, a line every
+  * millisecond, is not held back until the buffer fills). Writes larger than the buffer bypass it.
   * All methods are thread-safe.
   */
 final class OwnedOutput(
     channel: WritableByteChannel,
     capacity: Int = OwnedOutput.DefaultCapacity,
-    idleFlushNanos: Long = OwnedOutput.DefaultIdleFlushNanos
+    idleFlushNanos: Long = OwnedOutput.DefaultIdleFlushNanos,
+    maxDelayNanos: Long = -1
 ):
   require(capacity > 0, s"capacity was $capacity, must be > 0")
   require(idleFlushNanos > 0, s"idleFlushNanos was $idleFlushNanos, must be > 0")
+  // By default 10 idle periods: 20 ms for the default 2 ms, so at most 50 flushes a second.
+  private val maxDelay = if maxDelayNanos < 0 then OwnedOutput.MaxDelayPeriods * idleFlushNanos else maxDelayNanos
+  require(maxDelay >= idleFlushNanos, s"maxDelayNanos was $maxDelayNanos, must be >= idleFlushNanos ($idleFlushNanos)")
 
   private val buffer = ByteBuffer.allocate(capacity)
   private val lock = ReentrantLock()
@@ -84,18 +90,22 @@ final class OwnedOutput(
   private def idleLoop(): Unit =
     while true do
       while !armed do LockSupport.park(this)
-      // Flush once a whole idle period passes with no write; parking may return early (a leftover
-      // permit, a spurious wake-up), so the deadline, not the wake-up, decides.
+      // Flush once a whole idle period passes with no write, or once the first unflushed write is
+      // `maxDelay` old, whichever comes first; parking may return early (a leftover permit, a
+      // spurious wake-up), so the deadline, not the wake-up, decides.
+      val latest = System.nanoTime() + maxDelay
       var seen = writesNow
-      var deadline = System.nanoTime() + idleFlushNanos
-      var idle = false
-      while !idle do
+      var deadline = math.min(System.nanoTime() + idleFlushNanos, latest)
+      var due = false
+      while !due do
         LockSupport.parkNanos(this, deadline - System.nanoTime())
         val now = writesNow
-        if now != seen then
+        val t = System.nanoTime()
+        if t - latest >= 0 then due = true
+        else if now != seen then
           seen = now
-          deadline = System.nanoTime() + idleFlushNanos
-        else idle = System.nanoTime() - deadline >= 0
+          deadline = math.min(t + idleFlushNanos, latest)
+        else due = t - deadline >= 0
       lock.lock()
       try
         armed = false
@@ -130,6 +140,8 @@ final class OwnedOutput(
 object OwnedOutput:
   val DefaultCapacity: Int = 64 * 1024
   val DefaultIdleFlushNanos: Long = 2_000_000L
+  /** The longest a byte waits in the buffer while writes keep coming, in idle periods. */
+  val MaxDelayPeriods: Long = 10
 
   /** The process's standard output (file descriptor 1), unbuffered by the JDK. */
   lazy val stdout: OwnedOutput = OwnedOutput(FileOutputStream(FileDescriptor.out).getChannel)
