@@ -36,8 +36,16 @@ object StageCommands:
   def runStages(plans: Seq[StagePlan], io: Io): Either[CliError, Int] =
     for
       _ <- sameFileCheck(plans)
-      status <- Flow(plans.map(toStage(_, io)), io).run()
+      status <- Flow(reporting(plans).map(toStage(_, io)), io).run()
     yield status
+
+  /** The statistics options are the command's, wherever in a pipeline they were given: every
+    * stage counts, and the flow reports once.
+    */
+  private def reporting(plans: Seq[StagePlan]): Seq[StagePlan] =
+    val os = plans.map(_.options)
+    def any(f: StageOptions => Boolean) = os.exists(f)
+    plans.map(p => p.copy(options = p.options.copy(stats = any(_.stats), statsJson = any(_.statsJson), progress = any(_.progress))))
 
   private def toStage(plan: StagePlan, io: Io): Flow.Stage =
     Flow.Stage(plan.inputs.map(Endpoints.input(_, plan.options)), plan.outputs.map(Endpoints.output(_, plan.options, io.out)), plan.options)
@@ -80,19 +88,19 @@ object MuxVerb extends Verb:
        |""".stripMargin
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =
-    StageOptions.parse(args, Some(name), synopsis, mux = true).flatMap { line =>
+    stage(args, StageOptions(), first = true, last = true).flatMap(p => StageCommands.runStages(Seq(p), io))
+
+  /** A mux stage from its arguments (after the word `mux`), `base` holding options given before:
+    * stdin in when it is first, stdout out when it is last, and every `--in` and `--out`.
+    */
+  def stage(args: Seq[String], base: StageOptions, first: Boolean, last: Boolean): Either[CliError, StageCommands.StagePlan] =
+    StageOptions.parse(args, Some(name), synopsis, mux = true, base).flatMap { line =>
       line.operands.headOption match
         case Some(extra) => Left(CliError.BadToken(Some(name), extra, "mux takes no operands: give inputs with --in ADDR and outputs with --out ADDR", synopsis))
-        case None => StageCommands.runStages(Seq(plan(line.options, first = true, last = true)), io)
+        case None =>
+          val o = line.options
+          Right(StageCommands.StagePlan((if first then Seq(Address.Std) else Nil) ++ o.ins, (if last then Seq(Address.Std) else Nil) ++ o.outs, o))
     }
-
-  /** The stage of a mux: stdin in when it is first, stdout out when it is last. */
-  def plan(options: StageOptions, first: Boolean, last: Boolean): StageCommands.StagePlan =
-    StageCommands.StagePlan(
-      (if first then Seq(Address.Std) else Nil) ++ options.ins,
-      (if last then Seq(Address.Std) else Nil) ++ options.outs,
-      options
-    )
 
 /** `asyncpipe run 'A | STAGE | B'` or `asyncpipe run FILE.pipe`: a pipeline in one JVM. */
 object RunVerb extends Verb:
@@ -152,12 +160,7 @@ object PipelineText:
   private def plan(tokens: Seq[String], i: Int, n: Int, base: StageOptions): Either[CliError, StageCommands.StagePlan] =
     val first = i == 0
     val last = i == n - 1
-    if tokens.head == "mux" then
-      StageOptions.parse(tokens.tail, Some("mux"), MuxVerb.synopsis, mux = true, base).flatMap { line =>
-        line.operands.headOption match
-          case Some(extra) => Left(CliError.BadToken(Some("mux"), extra, "mux takes no operands: give inputs with --in ADDR and outputs with --out ADDR", MuxVerb.synopsis))
-          case None        => Right(MuxVerb.plan(line.options, first, last))
-      }
+    if tokens.head == "mux" then MuxVerb.stage(tokens.tail, base, first, last)
     else
       StageOptions.parse(tokens, Some("run"), synopsis, mux = false, base).flatMap { line =>
         line.operands match
