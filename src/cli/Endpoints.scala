@@ -242,19 +242,16 @@ object Endpoints:
   /** How often a followed file is looked at again once its end is reached. */
   val FollowPollMillis: Long = 100
 
-  /** Whether frames are counted (a pass over each batch): only when statistics are asked for. */
-  private def counting(options: StageOptions): Boolean = options.stats || options.statsJson || options.progress
-
   /** The input for a source address. */
   def input(address: Address, options: StageOptions): Input =
     address match
-      case Address.Std | _: Address.File      => StreamInput(address, options.frame, counting(options))
+      case Address.Std | _: Address.File      => StreamInput(address, options.frame, options.counting)
       case _: Address.UdpAny | _: Address.Udp => UdpInput(address, options)
       case t: Address.Tick                    => TickInput(t)
 
   /** The output for a sink address. */
   def output(address: Address, options: StageOptions, stdout: OwnedOutput): Output =
     address match
-      case Address.Std | _: Address.File => StreamOutput(address, options.frame, stdout, counting(options))
+      case Address.Std | _: Address.File => StreamOutput(address, options.frame, stdout, options.counting)
       case u: Address.Udp                => UdpOutput(u, options)
       case other => throw IllegalArgumentException(s"${other.render} is not a sink (checkRole refuses it)")

@@ -42,7 +42,9 @@ final case class StageOptions(
     progress: Boolean = false,
     ins: Vector[Address] = Vector.empty,
     outs: Vector[Address] = Vector.empty
-)
+):
+  /** Whether frames are counted (a pass over each batch): only when statistics are asked for. */
+  def counting: Boolean = stats || statsJson || progress
 
 /** A stage command line split into its options and its operands (addresses, in order). */
 final case class StageLine(options: StageOptions, operands: Vector[String])

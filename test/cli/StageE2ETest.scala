@@ -271,6 +271,14 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(lines.size, 1, s"expected one summary line on stderr, got:\n${src.err}")
     assert(lines.head.startsWith("asyncpipe: 3 frames (12 B) in, 3 frames out"), lines.head)
 
+  test("run: --stats given to a later stage reports the whole pipeline, counting the first stage's frames"):
+    val r = Launch("run", "tick:10ms,count=3 | mux --stats | -")
+    assertEquals(r.exitCode, 0, r.err)
+    assertEquals(r.out, "1\n2\n3\n")
+    val lines = r.err.linesIterator.toSeq
+    assertEquals(lines.size, 1, r.err)
+    assert(lines.head.startsWith("asyncpipe: 3 frames (3 B) in, 3 frames out"), lines.head)
+
   e2e.test("--stats-json: every stderr line is JSON; the final one counts what was sent and written"): env =>
     val sent = Seq("alpha", "beta gamma", "", "delta", "x" * 1000).map(bytes)
     val src = env.udpSource(port => Seq("--count", sent.size.toString, "--stats-json", s"udp:127.0.0.1:$port", "-"))
