@@ -208,7 +208,6 @@ object PipelineSuite extends Suite:
     def writeText(path: Path, size: Long): Unit =
       val ch = java.nio.channels.FileChannel.open(path, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING)
       try
-        val block = StringBuilder()
         var n = 0L
         var written = 0L
         val buf = ByteBuffer.allocate(1 << 20)
