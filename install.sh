@@ -28,6 +28,9 @@ readonly TRAINING_RUNS=(
   "bench --help"
   "retry --max-attempts 2 --backoff 1ms --timeout 5s -- true"
   "every 10ms --count 2 -- true"
+  "mux --stats"
+  "- file:/dev/null"
+  "tick:1ms,count=3 -"
 )
 # JVM flags that shape the AOT cache: the training run and the launcher must use the same ones.
 # They are project.scala's `//> using javaOpt` lines (one place for the runtime's flags; the tests

@@ -10,6 +10,9 @@
 // Compact object headers (JDK 25, JEP 519): 8-byte headers make a Promise 16 bytes and every
 // small object smaller; the launcher, the AOT training run and the tests all use these flags.
 //> using javaOpt -XX:+UseCompactObjectHeaders
+// Stages resize their pipes with fcntl(2) through the foreign function interface (PipeSize.scala);
+// without this the JDK prints a warning on stderr the first time.
+//> using javaOpt --enable-native-access=ALL-UNNAMED
 // JVM flags the launcher adds for every verb but `bench` (install.sh and BuildInfo read this line):
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.

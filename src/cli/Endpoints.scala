@@ -73,9 +73,10 @@ object Message:
 /** Standard input, or a file (regular, FIFO, device) read from its start; with `follow`, a file
   * read on as it grows and across rotation (as `tail -F`): at its end the input waits, and when
   * the path names a new file (rotated away) or the file shrank (truncated), it reads the new file
-  * from its start. A partial last frame is kept until its end arrives.
+  * from its start. A partial last frame is kept until its end arrives. The input reads into
+  * direct buffers of `pool`, which become its messages as they are ([[BatchReader]]).
   */
-final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean) extends Input:
+final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean, pool: BufferPool) extends Input:
   private var channel: ReadableByteChannel | Null = null
   // Standard input's stream, which can say how many bytes a pipe holds (FIONREAD).
   private var stdin: FileInputStream | Null = null
@@ -94,6 +95,7 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
   def open(): Unit =
     channel = path match
       case None =>
+        PipeSize.grow(0)
         val in = FileInputStream(FileDescriptor.in)
         stdin = in
         in.getChannel
@@ -104,8 +106,7 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
     catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $p", e))
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
-    val decoder = BatchDecoder(framing)
-    val buffer = ByteBuffer.allocateDirect(Endpoints.ReadSize)
+    val reader = BatchReader(framing, pool)
     val emit: FrameBatch => Unit = batch =>
       counters.add(batch, countFrames)
       out.send(batch)
@@ -113,13 +114,10 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
     var identity = path.filter(_ => follow).map(fileKey)
     var done = false
     while !done && !closed do
-      buffer.clear()
-      val n = try fill(ch, buffer) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
-      if n > 0 then
-        buffer.flip()
-        decoder.feed(buffer)(emit)
+      val n = try fill(ch, reader.room) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
+      if n > 0 then reader.filled(emit)
       else if n < 0 && !follow then
-        decoder.finish(emit)
+        reader.finish(emit)
         done = true
       else if n < 0 then
         // Following: wait, then see whether the path still names this file, and how long it is.
@@ -128,16 +126,17 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         val now = if Files.exists(p) then Some(fileKey(p)) else None
         val fc = ch.asInstanceOf[FileChannel]
         if now.isDefined && now != identity then // rotated: finish the old file, then the new one
-          drainRest(fc, buffer, decoder, emit)
+          drainRest(fc, reader, emit)
           fc.close()
           ch = openFile(p)
           channel = ch
           identity = now
         else if now.isDefined && Files.size(p) < fc.position() then fc.position(0) // truncated
 
-  /** Reads at least one byte (or the end, -1); then, while a pipe already holds more and there is
-    * room, reads on, so that a fast writer's data moves in large messages (a read of a pipe
-    * returns at most its 64 KiB). The end found while reading on is found again by the next call.
+  /** Reads at least one byte (or the end, -1) into `buffer`; then, while a pipe already holds more
+    * and there is room, reads on, so that a fast writer's data moves in large messages (a read of
+    * a pipe returns at most what the pipe holds). The end found while reading on is found again by
+    * the next call.
     */
   private def fill(ch: ReadableByteChannel, buffer: ByteBuffer): Int =
     var n = ch.read(buffer)
@@ -149,11 +148,8 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         if m > 0 then n += m else more = false
     n
 
-  private def drainRest(fc: FileChannel, buffer: ByteBuffer, decoder: BatchDecoder, emit: FrameBatch => Unit): Unit =
-    var n = 0
-    while { buffer.clear(); n = fc.read(buffer); n > 0 } do
-      buffer.flip()
-      decoder.feed(buffer)(emit)
+  private def drainRest(fc: FileChannel, reader: BatchReader, emit: FrameBatch => Unit): Unit =
+    while fc.read(reader.room) > 0 do reader.filled(emit)
 
   private def fileKey(p: Path): AnyRef =
     Files.readAttributes(p, classOf[BasicFileAttributes], LinkOption.NOFOLLOW_LINKS).fileKey()
@@ -186,7 +182,7 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
         try file = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, mode)
         catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $path", e))
         out = OwnedOutput(file.nn)
-      case _ => ()
+      case _ => PipeSize.grow(1)
     writer = FrameWriter(framing, out)
 
   def write(batch: FrameBatch)(using Async): Unit =
@@ -198,6 +194,7 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
       batch.foreach((_, _, length, terminated) => bytes += length + StreamOutput.overhead(framing, terminated))
       counters.bytes += bytes
       counters.frames += batch.frameCount
+    batch.release()
 
   def idle()(using Async): Unit =
     writer.nn.flush()
@@ -219,24 +216,28 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
 
 object StreamOutput:
   /** The bytes `framing` adds to a frame's payload on the wire. */
-  def overhead(framing: Framing, terminated: Boolean): Int = framing match
-    case Framing.Lines | Framing.Nul => if terminated then 1 else 0
-    case Framing.Len                 => 4
-    case Framing.Raw                 => 0
+  def overhead(framing: Framing, terminated: Boolean): Int = if terminated then framing.overhead else 0
 
 /** The next stage of an in-process pipeline: messages go into its channel as they are (no framing),
-  * and the end of this stage's input becomes one [[Message.End]] there.
+  * shared among that stage's `consumers` outputs, and the end of this stage's input becomes one
+  * [[Message.End]] there.
   */
-final class ChannelOutput(val name: String, next: SendableChannel[FrameBatch]) extends Output:
+final class ChannelOutput(val name: String, next: SendableChannel[FrameBatch], consumers: Int) extends Output:
   def open(): Unit = ()
-  def write(batch: FrameBatch)(using Async): Unit = next.send(batch)
+  def write(batch: FrameBatch)(using Async): Unit =
+    batch.share(consumers) // this output's hold passes on to the next stage
+    next.send(batch)
   def idle()(using Async): Unit = ()
   def finish()(using Async): Unit = next.send(Message.End)
   def abort(): Unit = ()
 
 object Endpoints:
-  /** The largest message a stream input makes (bytes read before they are passed on). */
-  val ReadSize: Int = 1024 * 1024
+  /** The size of a stream input's read buffers, so the largest message it makes (bytes read
+    * before they are passed on). Large enough that a gigabyte is a few thousand messages, small
+    * enough that the two or three buffers in use stay in the CPU's cache (a 1 MiB one did not:
+    * a copy stage used a third more CPU).
+    */
+  val ReadSize: Int = 256 * 1024
   /** What a pipe holds (Linux default), so what one read of a pipe returns at most. */
   val PipeSize: Int = 64 * 1024
   /** How often a followed file is looked at again once its end is reached. */
@@ -245,7 +246,8 @@ object Endpoints:
   /** The input for a source address. */
   def input(address: Address, options: StageOptions): Input =
     address match
-      case Address.Std | _: Address.File      => StreamInput(address, options.frame, options.counting)
+      case Address.Std | _: Address.File =>
+        StreamInput(address, options.frame, options.counting, BufferPool(ReadSize, keep = 2 * options.buffer + 4))
       case _: Address.UdpAny | _: Address.Udp => UdpInput(address, options)
       case t: Address.Tick                    => TickInput(t)
 

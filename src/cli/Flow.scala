@@ -51,10 +51,12 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     Async.blocking {
       val last = stages.length - 1
       var upstream: Option[Channel[FrameBatch]] = None
+      // How many outputs read each message of stage k (its endpoints, and the next stage's channel).
+      def consumers(k: Int) = stages(k).outputs.size + (if k < last then 1 else 0)
       val finished = stages.zipWithIndex.flatMap { (stage, k) =>
         val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
-        val sources = upstream.toSeq ++ stage.inputs.map(feed(_, stage.options))
-        val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _))
+        val sources = upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
+        val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
         upstream = next
         connect(sources, outputs, stage.options)
       }
@@ -73,17 +75,18 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     * a thread of its own, which a stop abandons (the process is about to exit); any other runs
     * in a group that a stop cancels and waits for, so that nothing of it follows the End.
     */
-  private def feed(input: Input, options: StageOptions)(using Async): ReadableChannel[FrameBatch] =
+  private def feed(input: Input, options: StageOptions, consumers: Int)(using Async): ReadableChannel[FrameBatch] =
     val channel = newChannel[FrameBatch](options.buffer)
+    val shared = Sharing(channel, consumers)
     Future {
       val outcome: Option[Try[Unit]] =
         if input.detached then
-          val done = detachedPump(input, channel)
+          val done = detachedPump(input, shared)
           Async.await(Async.race(done, control.stopped))
           if done.isCompleted then Some(done.result) else None
         else
           Async.group {
-            val done = Future(input.pump(channel))
+            val done = Future(input.pump(shared))
             Async.await(Async.race(done, control.stopped))
             if done.isCompleted then Some(done.result) else None
           }
@@ -118,7 +121,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       queues.map((o, q) => Future(drain(o, Inbox.Muxed(q), sources.size, group)))
 
   /** Writes what comes in to `output` until the End of each of its `ends` inputs has come. After a
-    * failure it goes on reading (and dropping), so that nothing upstream waits for it.
+    * failure it goes on reading (and dropping, releasing each message), so that nothing upstream
+    * waits for it.
     */
   private def drain(output: Output, inbox: Inbox, ends: Int, group: OutputGroup)(using Async): Unit =
     var seen = 0
@@ -138,7 +142,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
           inbox.take()
       if m == null then seen = ends // closed: nothing more will come
       else if Message.isEnd(m) then seen += 1
-      else guarded(output.write(m))
+      else if ok then guarded(output.write(m))
+      else m.release()
     guarded(output.finish())
 
 object Flow:
@@ -150,6 +155,18 @@ object Flow:
     case Signalled(stop: Stop)
     case Failed(error: CliError)
     case PipeClosed
+
+  /** The channel an input's pump sends into: each message is first shared among the `consumers`
+    * outputs of the stage (see [[FrameBatch.share]]). A message `trySend` could not place stays
+    * shared and is never returned to its pool, which only costs an allocation.
+    */
+  private final class Sharing(channel: SendableChannel[FrameBatch], consumers: Int) extends SendableChannel[FrameBatch]:
+    def send(x: FrameBatch)(using Async): Unit =
+      x.share(consumers)
+      channel.send(x)
+    def trySend(x: FrameBatch): Boolean =
+      x.share(consumers)
+      channel.trySend(x)
 
   /** The messages an output reads: from one channel, or from its multiplexer queue. */
   private trait Inbox:

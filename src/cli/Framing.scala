@@ -3,6 +3,7 @@ package asyncpipe.cli
 import java.io.IOException
 import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets
+import java.util.concurrent.atomic.AtomicInteger
 
 /** Framing: how the messages (frames) that stages pass between processes are laid out on a byte
   * stream (a pipe, a file, a stream socket), chosen with `--frame lines|len|nul|raw`.
@@ -33,15 +34,18 @@ import java.nio.charset.StandardCharsets
   *
   * Pieces: [[Framing]] (the four kinds and `--frame` parsing), [[Frame]] (one payload),
   * [[FrameDecoder]] (bytes in any chunks -> frames), [[BatchDecoder]] (bytes -> [[FrameBatch]]es,
-  * runs of whole frames in wire form), [[FrameEncoder]] (frame -> bytes into a caller's
+  * runs of whole frames in wire form; [[BatchReader]] in BatchReader.scala does the same where a
+  * stream is read), [[FrameEncoder]] (frame -> bytes into a caller's
   * `ByteBuffer`), [[FrameWriter]] (frames and batches -> a batching [[ByteSink]] such as
   * [[OwnedOutput]]). Decoders, encoders and writers are single-threaded, one per stream.
   *
   * Which path for a stage, fastest first (lines of `seq`, 64 KiB chunks, measured by
   * FramingTest's throughput check):
-  *   - input and output framing the same (a copy, `mux`): `BatchDecoder.feed` -> pass the batches
-  *     on (they are immutable, so one may go to many outputs) -> `FrameWriter.write(batch)`. The
-  *     cost is per chunk, not per frame: a few GB/s, about a memory copy.
+  *   - input and output framing the same (a copy, `mux`): a stream read into pooled direct
+  *     buffers, cut by [[BatchReader]] (or bytes in arrays by `BatchDecoder.feed`) -> pass the
+  *     batches on (they are immutable, so one may go to many outputs) ->
+  *     `FrameWriter.write(batch)`. The cost is per chunk, not per frame: from a direct buffer no
+  *     copy at all, from an array about a memory copy.
   *   - frames written out at once, framing changed: `FrameDecoder.feedSlices(buf,
   *     writer.frameSink)`, no allocation per frame (some hundreds of MB/s for short lines).
   *   - frames that must outlive the call (queued, sent to another thread): `FrameDecoder.feed`,
@@ -58,6 +62,12 @@ enum Framing(val token: String):
     case Lines => '\n'
     case Nul   => 0
     case _     => -1
+
+  /** The bytes a whole frame has on the wire besides its payload (its terminator or prefix). */
+  def overhead: Int = this match
+    case Lines | Nul => 1
+    case Len         => 4
+    case Raw         => 0
 
 object Framing:
   /** The form a `--frame` value must have, for usage errors. */
@@ -354,20 +364,58 @@ object FrameDecoder:
     override private[cli] def owned(bytes: Array[Byte], terminated: Boolean): Unit =
       emit(new Frame(bytes, bytes.length, terminated))
 
-/** Whole frames in their wire form, as [[BatchDecoder]] hands them out: `bytes[0, length)` holds
-  * complete frames of `framing`, each with its terminator or length prefix, except that when
-  * `terminated` is false the last frame (of `lines` or `nul`, at the end of a stream) lacks its
-  * terminator. Batches can be concatenated, interleaved and copied out as they are without ever
-  * merging or splitting a frame; [[FrameWriter]] writes one to an output of the same framing with
-  * a single copy, and re-encodes it frame by frame otherwise. Immutable once made, so one batch
-  * may go to many outputs.
+/** Whole frames in their wire form, as [[BatchDecoder]] and [[BatchReader]] hand them out: the
+  * batch's `length` bytes hold complete frames of `framing`, each with its terminator or length
+  * prefix, except that when `terminated` is false the last frame (of `lines` or `nul`, at the end
+  * of a stream) lacks its terminator. Batches can be concatenated, interleaved and copied out as
+  * they are without ever merging or splitting a frame; [[FrameWriter]] writes one to an output of
+  * the same framing as it is, and re-encodes it frame by frame otherwise. Immutable once made, so
+  * one batch may go to many outputs.
+  *
+  * The bytes live in a heap array, or in a direct buffer of a [[BufferPool]] (a stream input reads
+  * into one and an output writes from it: no copy in user space). A pooled batch goes back to its
+  * pool when every consumer has called `release()`: whoever hands it to `n` consumers first calls
+  * `share(n)`, and each consumer releases it once it no longer reads it. A batch that is never
+  * released is simply collected; releasing one too early would let the pool reuse bytes still being
+  * read, so a consumer that is unsure does not release. For a heap batch both are no-ops.
   */
-final class FrameBatch(val framing: Framing, val bytes: Array[Byte], val length: Int, val terminated: Boolean):
-  if length < 0 || length > bytes.length then
-    throw IllegalArgumentException(s"length was $length, must be in [0, ${bytes.length}]")
+final class FrameBatch private (
+    val framing: Framing,
+    val length: Int,
+    val terminated: Boolean,
+    heap: Array[Byte] | Null,
+    offHeap: ByteBuffer | Null, // [0, length) of `owned`
+    owned: ByteBuffer | Null,
+    pool: BufferPool | Null
+):
+  private val holders: AtomicInteger | Null = if pool != null then AtomicInteger(1) else null
+  private lazy val copied: Array[Byte] =
+    val a = new Array[Byte](length)
+    offHeap.nn.get(0, a)
+    a
+
+  /** The batch's bytes as an array: its own, or (for a pooled batch) a copy made once. */
+  def bytes: Array[Byte] = if heap != null then heap else copied
+
+  /** A fresh view of the batch's bytes, `[0, length)`: read it without a copy. */
+  def data: ByteBuffer = if heap != null then ByteBuffer.wrap(heap, 0, length) else offHeap.nn.duplicate()
+
+  /** Before handing the batch to `consumers` readers (each of which calls `release()` once). */
+  def share(consumers: Int): Unit =
+    val h = holders
+    if h != null && consumers > 1 then h.addAndGet(consumers - 1)
+
+  /** This reader is done with the batch: the last one gives its buffer back to the pool. */
+  def release(): Unit =
+    val h = holders
+    if h != null then
+      val left = h.decrementAndGet()
+      if left == 0 then pool.nn.give(owned.nn)
+      else if left < 0 then throw IllegalStateException(s"$this released more often than shared")
 
   /** Hands each frame to `sink` as a slice of `bytes`, in order. */
   def foreach(sink: FrameSink): Unit =
+    val bytes = this.bytes
     framing match
       case Framing.Lines | Framing.Nul =>
         val d = framing.delimiter.toByte
@@ -392,21 +440,40 @@ final class FrameBatch(val framing: Framing, val bytes: Array[Byte], val length:
   def frameCount: Int =
     framing match
       case Framing.Lines | Framing.Nul =>
-        val d = framing.delimiter.toByte
-        var n = 0
-        var i = 0
-        while i < length do
-          if bytes(i) == d then n += 1
-          i += 1
+        val n = delimiters(framing.delimiter.toByte)
         if !terminated && length > 0 then n + 1 else n
       case Framing.Len =>
+        val view = data
         var n = 0
         var i = 0
         while i < length do
-          i += 4 + FrameDecoder.readLength(bytes, i).toInt
+          i += 4 + view.getInt(i)
           n += 1
         n
       case Framing.Raw => if length > 0 then 1 else 0
+
+  private def delimiters(d: Byte): Int =
+    var n = 0
+    var i = 0
+    if heap != null then
+      val a = heap
+      while i < length do
+        if a(i) == d then n += 1
+        i += 1
+    else
+      // In array-sized pieces: a loop over an array is several times faster than one of
+      // ByteBuffer.get(i) on a direct buffer (under C1, which stages run with, many times).
+      val b = offHeap.nn
+      val piece = new Array[Byte](math.min(length, 16 * 1024))
+      while i < length do
+        val m = math.min(piece.length, length - i)
+        b.get(i, piece, 0, m)
+        var j = 0
+        while j < m do
+          if piece(j) == d then n += 1
+          j += 1
+        i += m
+    n
 
   /** The frames, each copied into a [[Frame]]. */
   def frames: Vector[Frame] =
@@ -418,6 +485,18 @@ final class FrameBatch(val framing: Framing, val bytes: Array[Byte], val length:
     s"FrameBatch(${framing.token}, $length bytes${if terminated then "" else ", last frame unterminated"})"
 
 object FrameBatch:
+  /** The batch of `bytes[0, length)`. */
+  def apply(framing: Framing, bytes: Array[Byte], length: Int, terminated: Boolean): FrameBatch =
+    if length < 0 || length > bytes.length then
+      throw IllegalArgumentException(s"length was $length, must be in [0, ${bytes.length}]")
+    new FrameBatch(framing, length, terminated, bytes, null, null, null)
+
+  /** The batch of `buffer[0, length)`, a buffer of `pool` that goes back to it once released. */
+  def pooled(framing: Framing, buffer: ByteBuffer, length: Int, terminated: Boolean, pool: BufferPool): FrameBatch =
+    if length < 0 || length > buffer.capacity then
+      throw IllegalArgumentException(s"length was $length, must be in [0, ${buffer.capacity}]")
+    new FrameBatch(framing, length, terminated, null, buffer.slice(0, length), buffer, pool)
+
   /** One frame of `length` bytes from `bytes[offset, ...)`, as a batch of its own (in `len` wire
     * form, so that every payload, an empty one or one holding a newline, stays one frame).
     */
@@ -467,48 +546,12 @@ final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
       val end = buf.arrayOffset + buf.limit()
       buf.position(buf.limit())
       decode(buf.array, start, end, emit)
-    else if !feedDirect(buf, emit) then
+    else
       if scratch.length == 0 then scratch = new Array[Byte](64 * 1024)
       while buf.hasRemaining do
         val n = math.min(buf.remaining, scratch.length)
         buf.get(scratch, 0, n)
         decode(scratch, 0, n, emit)
-
-  /** The one-copy path for a buffer without an array (a direct one, as a stream input reads
-    * into): the frames completed in `buf` go straight from it into the batch's array. Handles
-    * `lines`, `nul` and `raw` when no frame can be over the limit; false (nothing consumed)
-    * otherwise, for the general path.
-    */
-  private def feedDirect(buf: ByteBuffer, emit: FrameBatch => Unit): Boolean =
-    val from = buf.position()
-    val to = buf.limit()
-    framing match
-      case Framing.Raw =>
-        while buf.hasRemaining do
-          val n = math.min(maxFrame, buf.remaining)
-          val chunk = new Array[Byte](n)
-          buf.get(chunk)
-          emit(FrameBatch(framing, chunk, n, terminated = true))
-        true
-      case Framing.Lines | Framing.Nul =>
-        var last = to - 1
-        while last >= from && buf.get(last) != delimiter do last -= 1
-        val span = last + 1 - from
-        if last < from || pendingLength.toLong + span > maxFrame || to - (last + 1) > maxFrame then false
-        else
-          val batch = java.util.Arrays.copyOf(pending, pendingLength + span)
-          buf.get(from, batch, pendingLength, span)
-          pendingLength = 0
-          if pending.length > 64 * 1024 then pending = Array.emptyByteArray
-          val rest = to - (last + 1)
-          if rest > 0 then
-            if rest > pending.length then pending = new Array[Byte](math.max(rest, 64))
-            buf.get(last + 1, pending, 0, rest)
-            pendingLength = rest
-          buf.position(to)
-          emit(FrameBatch(framing, batch, batch.length, terminated = true))
-          true
-      case Framing.Len => false
 
   def feed(bytes: Array[Byte], offset: Int, length: Int)(emit: FrameBatch => Unit): Unit =
     java.util.Objects.checkFromIndexSize(offset, length, bytes.length)
@@ -770,6 +813,20 @@ object FrameEncoder:
 trait ByteSink:
   def write(bytes: Array[Byte], offset: Int, length: Int): Unit
 
+  /** Writes the remaining bytes of `src` (its position ends at its limit). A sink that can write
+    * a direct buffer without copying it (as [[OwnedOutput]] can) overrides this.
+    */
+  def write(src: ByteBuffer): Unit =
+    if src.hasArray then
+      write(src.array, src.arrayOffset + src.position(), src.remaining)
+      src.position(src.limit())
+    else
+      val chunk = new Array[Byte](math.min(src.remaining, 64 * 1024))
+      while src.hasRemaining do
+        val n = math.min(chunk.length, src.remaining)
+        src.get(chunk, 0, n)
+        write(chunk, 0, n)
+
 /** Encodes frames into a buffer of `bufferSize` bytes and hands it to `out` when full and on
   * `flush()`: one sink write per buffer, however small the frames. Frames larger than the buffer
   * go to the sink directly, after what was buffered.
@@ -806,7 +863,8 @@ final class FrameWriter(val encoder: FrameEncoder, out: ByteSink, bufferSize: In
       position = wrapped.position()
 
   /** Writes every frame of `batch`: as it is when it has the writer's framing (one copy, or
-    * none for a batch larger than the buffer), frame by frame otherwise.
+    * none for a batch larger than the buffer: a pooled batch goes from its direct buffer to the
+    * sink), frame by frame otherwise.
     */
   def write(batch: FrameBatch): Unit =
     if batch.framing == encoder.framing then
@@ -816,14 +874,14 @@ final class FrameWriter(val encoder: FrameEncoder, out: ByteSink, bufferSize: In
         buffer(position) = d.toByte
         position += 1
       if batch.length <= bufferSize - position then
-        System.arraycopy(batch.bytes, 0, buffer, position, batch.length)
+        batch.data.get(buffer, position, batch.length)
         position += batch.length
       else
         flush()
         if batch.length < bufferSize then
-          System.arraycopy(batch.bytes, 0, buffer, 0, batch.length)
+          batch.data.get(buffer, 0, batch.length)
           position = batch.length
-        else out.write(batch.bytes, 0, batch.length)
+        else out.write(batch.data)
       if batch.length > 0 then encoder.batchWritten(batch)
     else batch.foreach(frameSink)
 
@@ -847,4 +905,7 @@ object FrameWriter:
 
   /** A writer into `out` (use one writer per output stream). */
   def apply(framing: Framing, out: OwnedOutput): FrameWriter =
-    new FrameWriter(FrameEncoder(framing), (bytes, offset, length) => out.write(bytes, offset, length))
+    new FrameWriter(FrameEncoder(framing), new ByteSink:
+      def write(bytes: Array[Byte], offset: Int, length: Int): Unit = out.write(bytes, offset, length)
+      override def write(src: ByteBuffer): Unit = out.write(src)
+    )

@@ -39,7 +39,8 @@ final class OwnedOutput(
   private val maxDelay = if maxDelayNanos < 0 then OwnedOutput.MaxDelayPeriods * idleFlushNanos else maxDelayNanos
   require(maxDelay >= idleFlushNanos, s"maxDelayNanos was $maxDelayNanos, must be >= idleFlushNanos ($idleFlushNanos)")
 
-  private val buffer = ByteBuffer.allocate(capacity)
+  // Direct, so that writing it out needs no copy into the JDK's temporary direct buffer.
+  private val buffer = ByteBuffer.allocateDirect(capacity)
   private val lock = ReentrantLock()
   @volatile private var failure: IOException | Null = null
   // Idle flushing: `writes` counts writes (under `lock`); the flusher sleeps until armed, then flushes
@@ -52,17 +53,22 @@ final class OwnedOutput(
 
   def write(s: String): Unit = write(s.getBytes(StandardCharsets.UTF_8))
 
-  def write(bytes: Array[Byte], offset: Int, length: Int): Unit =
+  def write(bytes: Array[Byte], offset: Int, length: Int): Unit = write(ByteBuffer.wrap(bytes, offset, length))
+
+  /** Writes the remaining bytes of `src` (its position ends at its limit); a direct `src` at
+    * least as large as the buffer goes to the channel as it is, without a copy.
+    */
+  def write(src: ByteBuffer): Unit =
     var wake = false
     lock.lock()
     try
       throwIfFailed()
-      if length >= capacity then
+      if src.remaining >= capacity then
         drain()
-        writeFully(ByteBuffer.wrap(bytes, offset, length))
+        writeFully(src)
       else
-        if length > buffer.remaining then drain()
-        buffer.put(bytes, offset, length)
+        if src.remaining > buffer.remaining then drain()
+        buffer.put(src)
       writes += 1
       wake = !armed && buffer.position() > 0
       if wake then armed = true

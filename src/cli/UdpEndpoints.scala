@@ -112,6 +112,7 @@ final class UdpOutput(address: Address.Udp, options: StageOptions) extends Outpu
         at += n
     else
       batch.foreach((bytes, offset, length, _) => send(bytes, offset, length, withTerminator = terminator >= 0))
+    batch.release()
 
   private def send(bytes: Array[Byte], offset: Int, length: Int, withTerminator: Boolean)(using Async): Unit =
     val size = length + (if withTerminator then 1 else 0)

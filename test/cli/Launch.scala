@@ -1,7 +1,8 @@
 package asyncpipe.cli
 
 /** Runs the built tool as a real process: the assembly jar (ASYNCPIPE_ASSEMBLY, set by build.mill)
-  * on the JDK the tests run on (the build picks JDK 25 for them).
+  * on the JDK the tests run on (the build picks JDK 25 for them), with native access as the
+  * launcher grants it (stages resize their pipes: PipeSize).
   */
 object Launch:
   final case class Outcome(exitCode: Int, out: String, err: String)
@@ -11,7 +12,7 @@ object Launch:
 
   def command(args: String*): Seq[String] =
     val jar = assembly.getOrElse(sys.error("ASYNCPIPE_ASSEMBLY is not set or missing: run the tests through ./mill"))
-    Seq(java, "-cp", jar, "asyncpipe.cli.Main") ++ args
+    Seq(java, "--enable-native-access=ALL-UNNAMED", "-cp", jar, "asyncpipe.cli.Main") ++ args
 
   def apply(args: String*): Outcome =
     val r = os.proc(command(args*)).call(check = false, stdin = os.Pipe, stderr = os.Pipe)
