@@ -143,7 +143,7 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
     val in = stdin
     if n > 0 && in != null then
       var more = true
-      while more && buffer.remaining >= Endpoints.PipeSize && in.available() > 0 do
+      while more && buffer.remaining >= Endpoints.DefaultPipeSize && in.available() > 0 do
         val m = ch.read(buffer)
         if m > 0 then n += m else more = false
     n
@@ -238,8 +238,8 @@ object Endpoints:
     * a copy stage used a third more CPU).
     */
   val ReadSize: Int = 256 * 1024
-  /** What a pipe holds (Linux default), so what one read of a pipe returns at most. */
-  val PipeSize: Int = 64 * 1024
+  /** What a pipe holds by default on Linux (see [[PipeSize]]): reading on is worth it while there is room for that. */
+  val DefaultPipeSize: Int = 64 * 1024
   /** How often a followed file is looked at again once its end is reached. */
   val FollowPollMillis: Long = 100
 
