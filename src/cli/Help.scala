@@ -16,8 +16,16 @@ object Help:
   /** The schemes of the address forms above (`file`, `udp`, `tick`). */
   val addressSchemes: Set[String] = addressForms.map(_._1).collect { case f if f.contains(':') => f.takeWhile(_ != ':') }.toSet
 
-  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command). */
-  def asksForHelp(args: Seq[String]): Boolean = args.takeWhile(_ != "--").exists(isHelpFlag)
+  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command).
+    * A loop: every verb's start-up runs it (doc/adr/0008-task-runner.md, "Start-up").
+    */
+  def asksForHelp(args: Seq[String]): Boolean =
+    val it = args.iterator
+    while it.hasNext do
+      val token = it.next()
+      if token == "--" then return false
+      if isHelpFlag(token) then return true
+    false
 
   def isHelpFlag(token: String): Boolean = token == "--help" || token == "-h"
   def isVersionFlag(token: String): Boolean = token == "--version" || token == "-V"

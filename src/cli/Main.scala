@@ -51,12 +51,22 @@ object Main:
         io.out.write(Help.version)
         Right(ExitCode.Ok)
       case Seq(head, rest*) =>
-        verbs.find(_.name == head) match
+        verbNamed(head) match
           case Some(verb) if Help.asksForHelp(rest) =>
             io.out.write(verb.help)
             Right(ExitCode.Ok)
           case Some(verb) => verb.run(rest, io)
           case None       => notAVerb(head, args, io)
+
+  /** The verb called `name`: a loop, not `verbs.find`, whose closure would be spun at run time
+    * (doc/adr/0008-task-runner.md, "Start-up").
+    */
+  private def verbNamed(name: String): Option[Verb] =
+    val it = verbs.iterator
+    while it.hasNext do
+      val verb = it.next()
+      if verb.name == name then return Some(verb)
+    None
 
   private def notAVerb(head: String, args: Seq[String], io: Io): Either[CliError, Int] =
     // `asyncpipe [OPTIONS] FROM TO` and `asyncpipe [OPTIONS] 'A | B'`: stage options may come first;

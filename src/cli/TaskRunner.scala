@@ -1,6 +1,6 @@
 package asyncpipe.cli
 
-import asyncpipe.async.{Async, Cancellable, Future, Pause, ScheduleObserver, Scheduling, Task, TaskSchedule}
+import asyncpipe.async.{Async, Cancellable, Future, Pause, ScheduleObserver, Scheduling, TaskSchedule}
 import java.io.IOException
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
 import java.util.concurrent.atomic.AtomicReference
@@ -143,7 +143,8 @@ final class TaskRunner(options: TaskOptions, io: Io):
     val result: Try[Unit] = Async.blocking:
       val scope = Async.current
       control.watch(scope.group)
-      val scheduled = Task(runs.next(scope)).schedule(schedule, Scheduling(random, runs, deadlineMillis)).run
+      val scheduling = Scheduling(random, runs, deadlineMillis)
+      val scheduled = Future(TaskSchedule.repeat(schedule, runs.next(scope), scheduling))
       try
         val last = scheduled.result
         runs.awaitAlongside()
