@@ -59,7 +59,8 @@ class Promise[T] extends CoreFuture[T](null):
 /** A future completed through `completeWith`: the state lives in [[OneShot]]'s single word. */
 private[async] class CoreFuture[T](initial: AnyRef | Null) extends OneShot[Try[T]](initial) with Future[T]:
   def isCompleted: Boolean = hasValue
-  def cancel(): Unit = completeWith(Failure(CancellationException("future cancelled")))
+  def cancel(): Unit = // no exception made for a future that is complete: a scope's end cancels those too
+    if !isCompleted then completeWith(Failure(CancellationException("future cancelled")))
   def mapValue[U](f: T => U): Future[U] =
     val m = MapValueFuture(f)
     onComplete(m)
