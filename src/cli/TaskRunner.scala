@@ -99,7 +99,8 @@ object AttemptLog:
 final class TaskRunner(options: TaskOptions, io: Io):
   import options.*
   private val noun = kind.noun
-  private def log(line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
+  /** Inline: a quiet run does not even build the line. */
+  private inline def log(inline line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
 
   def run(): Either[CliError, Int] =
     CommandPath.resolve(command.head) match
