@@ -4,6 +4,7 @@ import asyncpipe.async.{Future, Promise}
 import java.io.{File, FileInputStream, IOException, InputStream}
 import java.lang.ProcessBuilder.Redirect
 import java.nio.file.Path
+import java.util.{ServiceConfigurationError, ServiceLoader}
 import java.util.concurrent.ConcurrentHashMap
 import scala.util.Success
 
@@ -99,6 +100,21 @@ final class ProcessGroup private (process: Process, tools: GroupTools):
     false
 
 object ProcessGroup:
+  /** Readies the JDK for this JVM's first process start on a thread of its own, while the caller
+    * goes on setting up. `ProcessBuilder.start` asks the system logger "java.lang.ProcessBuilder"
+    * whether to log each start (JDK 24 and later), and a JVM's first system logger looks for a
+    * logging back end: a service lookup that opens the JDK's module image and the jar on the class
+    * path, asyncpipe's of thousands of entries (about 10 ms in a cold JVM, after the command has
+    * started and before its end is awaited). This makes the same lookup first, so that the
+    * logger's finds both open; it gains what a free core allows. Without a process start after
+    * it, it costs that lookup and nothing else.
+    */
+  def prepare(): Unit =
+    val lookup: Runnable = () =>
+      try ServiceLoader.load(classOf[System.LoggerFinder], ClassLoader.getSystemClassLoader).iterator().hasNext
+      catch case _: ServiceConfigurationError => () // the start reports it, if it comes again there
+    Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(lookup)
+
   /** Starts `command` in a group of its own; an IOException if it cannot be started. */
   def start(command: Seq[String], tools: GroupTools): ProcessGroup =
     val builder = ProcessBuilder((tools.setsid +: command)*)
