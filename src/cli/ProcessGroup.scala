@@ -101,19 +101,21 @@ final class ProcessGroup private (process: Process, tools: GroupTools):
 
 object ProcessGroup:
   /** Readies the JDK for this JVM's first process start on a thread of its own, while the caller
-    * goes on setting up. `ProcessBuilder.start` asks the system logger "java.lang.ProcessBuilder"
-    * whether to log each start (JDK 24 and later), and a JVM's first system logger looks for a
-    * logging back end: a service lookup that opens the JDK's module image and the jar on the class
-    * path, asyncpipe's of thousands of entries (about 10 ms in a cold JVM, after the command has
-    * started and before its end is awaited). This makes the same lookup first, so that the
-    * logger's finds both open; it gains what a free core allows. Without a process start after
-    * it, it costs that lookup and nothing else.
+    * goes on setting up; it gains what a free core allows. It initializes `ProcessBuilder.Redirect`
+    * (whose initializer finds the OS by reflection), and it makes the lookup that the first
+    * `ProcessBuilder.start` would make after the command started: the start asks the system logger
+    * "java.lang.ProcessBuilder" whether to log (JDK 24 and later), and a JVM's first system logger
+    * looks for a logging back end, a service lookup that opens the JDK's module image and the jar
+    * on the class path, asyncpipe's of thousands of entries (about 10 ms in a cold JVM); the
+    * logger's own lookup then finds both open. Without a process start after it, it costs that
+    * work and nothing else.
     */
   def prepare(): Unit =
-    val lookup: Runnable = () =>
+    val ready: Runnable = () =>
+      val _ = Redirect.INHERIT
       try ServiceLoader.load(classOf[System.LoggerFinder], ClassLoader.getSystemClassLoader).iterator().hasNext
       catch case _: ServiceConfigurationError => () // the start reports it, if it comes again there
-    Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(lookup)
+    Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(ready)
 
   /** Starts `command` in a group of its own; an IOException if it cannot be started. */
   def start(command: Seq[String], tools: GroupTools): ProcessGroup =
