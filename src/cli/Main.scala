@@ -44,15 +44,15 @@ object Main:
     args match
       case Seq() =>
         Left(CliError.Missing(None, "a verb or an address", Help.topSynopsis))
-      case Seq(flag, _*) if Help.isHelpFlag(flag) || flag == "help" =>
+      case Seq(flag, _*) if HelpFlags.isHelpFlag(flag) || flag == "help" =>
         io.out.write(Help.top(verbs))
         Right(ExitCode.Ok)
-      case Seq(flag) if Help.isVersionFlag(flag) =>
+      case Seq(flag) if HelpFlags.isVersionFlag(flag) =>
         io.out.write(Help.version)
         Right(ExitCode.Ok)
       case Seq(head, rest*) =>
         verbNamed(head) match
-          case Some(verb) if Help.asksForHelp(rest) =>
+          case Some(verb) if HelpFlags.asksForHelp(rest) =>
             io.out.write(verb.help)
             Right(ExitCode.Ok)
           case Some(verb) => verb.run(rest, io)
