@@ -51,16 +51,20 @@ final class CompletionGroup extends Cancellable with Ends:
 
   def remove(member: Cancellable): Unit = members.remove(member)
 
+  // Loops rather than `members.forEach(...)`: Scala makes a Consumer[Cancellable] lambda with a
+  // bridge, which the JDK AOT cache cannot hold (doc/adr/0008-task-runner.md, "Start-up").
   def cancel(): Unit =
     cancelled = true
-    members.forEach(_.cancel())
+    val it = members.iterator()
+    while it.hasNext do it.next().cancel()
 
   def awaitEnd(): Unit =
     while !members.isEmpty do
-      members.forEach {
-        case member: Ends => member.awaitEnd(); members.remove(member)
-        case member       => members.remove(member) // timers and the like: cancelling them ended them
-      }
+      val it = members.iterator()
+      while it.hasNext do
+        it.next() match
+          case member: Ends => member.awaitEnd(); members.remove(member)
+          case member       => members.remove(member) // timers and the like: cancelling them ended them
 
   private[async] def cancelAndAwait(): Unit =
     cancel()

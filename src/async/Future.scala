@@ -59,7 +59,8 @@ class Promise[T] extends CoreFuture[T](null):
 /** A future completed through `completeWith`: the state lives in [[OneShot]]'s single word. */
 private[async] class CoreFuture[T](initial: AnyRef | Null) extends OneShot[Try[T]](initial) with Future[T]:
   def isCompleted: Boolean = hasValue
-  def cancel(): Unit = completeWith(Failure(CancellationException("future cancelled")))
+  def cancel(): Unit = // no exception made for a future that is complete: a scope's end cancels those too
+    if !isCompleted then completeWith(Failure(CancellationException("future cancelled")))
   def mapValue[U](f: T => U): Future[U] =
     val m = MapValueFuture(f)
     onComplete(m)
@@ -185,23 +186,22 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
 
   def awaitEnd(): Unit = Ends.join(thread)
 
-  /** Runs `block` with cancellation deferred to its end (called on this future's own thread). */
-  private[async] def uninterruptibly[R](block: => R): R =
+  /** Begins an `uninterruptible` block (on this future's own thread): from now on a cancel is
+    * deferred to the end of the outermost block.
+    */
+  private[async] def enterUninterruptible(): Unit =
     val before = addDepth(+1)
     if (before & Interrupting) != 0 && (before >>> DepthShift) == 0 then
       while (ctl & Interrupted) == 0 do Thread.onSpinWait() // let the interrupt land, then clear it
       Thread.interrupted()
-    var normal = false
-    val r =
-      try
-        val r = block
-        normal = true
-        r
-      finally
-        val after = addDepth(-1)
-        if normal && (after >>> DepthShift) == 1 && (after & Cancel) != 0 then
-          throw CancellationException("cancelled during an uninterruptible block")
-    r
+
+  /** Ends the block begun by [[enterUninterruptible]]; `normal` if it returned (rather than
+    * threw). Leaving the outermost block normally after a cancel came throws the cancel.
+    */
+  private[async] def leaveUninterruptible(normal: Boolean): Unit =
+    val after = addDepth(-1)
+    if normal && (after >>> DepthShift) == 1 && (after & Cancel) != 0 then
+      throw CancellationException("cancelled during an uninterruptible block")
 
   private def addDepth(delta: Int): Int =
     var c = ctl
@@ -228,11 +228,18 @@ private[async] object RunnableFuture:
       .findVarHandle(classOf[RunnableFuture[?]], "ctl", Integer.TYPE)
 
 /** Runs `body` so that a cancel of the enclosing future waits for its end; then, if a cancel
-  * came, throws `CancellationException`. Outside a runnable future it just runs `body`.
+  * came, throws `CancellationException`. Outside a runnable future it just runs `body`. Inline,
+  * so that `body` is no closure (doc/adr/0008-task-runner.md, "Start-up").
   */
-def uninterruptible[T](body: => T)(using async: Async): T =
+inline def uninterruptible[T](inline body: => T)(using async: Async): T =
   val owner = async.owner
-  if owner == null then body else owner.uninterruptibly(body)
+  if owner != null then owner.enterUninterruptible()
+  var normal = false
+  try
+    val r = body
+    normal = true
+    r
+  finally if owner != null then owner.leaveUninterruptible(normal)
 
 extension [T](src: Async.Source[T])
   /** `Async.await(src)`. */

@@ -46,9 +46,9 @@ enum Jitter:
 
 /** `require` without a closure: the message is built only on failure, inline. (A by-name argument
   * is a lambda, and the JVM spins each lambda class at its first use, about a millisecond of the
-  * task runner's start-up apiece.)
+  * task runner's start-up apiece: doc/adr/0008-task-runner.md, "Start-up". The CLI uses it too.)
   */
-private[async] inline def check(inline condition: Boolean, inline message: String): Unit =
+private[asyncpipe] inline def check(inline condition: Boolean, inline message: String): Unit =
   if !condition then throw IllegalArgumentException(s"requirement failed: $message")
 
 /** What a fixed-rate schedule does about the slots that passed while a run overran its period. */
@@ -193,9 +193,11 @@ object TaskSchedule:
     Pause(jitter(if raw >= maxDelay then maxDelay else raw.round, random), 0, run)
 
   /** The one loop behind every schedule: run, decide, wait, repeat. `limit` (> 0) caps the runs
-    * where the schedule has no cap of its own.
+    * where the schedule has no cap of its own. What the run of `Task(body).schedule(s, scheduling)`
+    * does; the CLI's task runner calls it itself, without the closures that a [[Task]] wraps around
+    * its body (doc/adr/0008-task-runner.md, "Start-up").
     */
-  private[async] def repeat[T](schedule: TaskSchedule, body: Async ?=> T, scheduling: Scheduling, limit: Long = 0)(using Async): T =
+  private[asyncpipe] def repeat[T](schedule: TaskSchedule, body: Async ?=> T, scheduling: Scheduling, limit: Long = 0)(using Async): T =
     import scheduling.{clock, observer, random}
     val maxRuns = if schedule.maxRepetitions == 0 then limit else schedule.maxRepetitions
     val gridStart = clock.nanoTime()

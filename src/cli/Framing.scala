@@ -1,5 +1,6 @@
 package asyncpipe.cli
 
+import asyncpipe.async.check // not `require`: its by-name message is a closure (ADR 0008, "Start-up")
 import java.io.IOException
 import java.nio.ByteBuffer
 import java.nio.charset.StandardCharsets
@@ -165,7 +166,7 @@ sealed abstract class FailingDecoder(val framing: Framing, val maxFrame: Int):
   */
 final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultMaxFrame)
     extends FailingDecoder(framing, maxFrame):
-  require(maxFrame > 0 && maxFrame <= FrameDecoder.MaxArray,
+  check(maxFrame > 0 && maxFrame <= FrameDecoder.MaxArray,
     s"maxFrame was $maxFrame, must be in [1, ${FrameDecoder.MaxArray}]")
 
   private val delimiter: Byte = framing.delimiter.toByte
@@ -521,7 +522,7 @@ object FrameBatch:
   */
 final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultMaxFrame)
     extends FailingDecoder(framing, maxFrame):
-  require(maxFrame > 0 && maxFrame <= FrameDecoder.MaxArray - 4,
+  check(maxFrame > 0 && maxFrame <= FrameDecoder.MaxArray - 4,
     s"maxFrame was $maxFrame, must be in [1, ${FrameDecoder.MaxArray - 4}]")
 
   private val delimiter: Byte = framing.delimiter.toByte
@@ -836,7 +837,7 @@ trait ByteSink:
   * interactive line does not wait in this buffer; [[OwnedOutput]] then flushes on idleness.
   */
 final class FrameWriter(val encoder: FrameEncoder, out: ByteSink, bufferSize: Int = FrameWriter.DefaultBufferSize):
-  require(bufferSize >= 8, s"bufferSize was $bufferSize, must be >= 8")
+  check(bufferSize >= 8, s"bufferSize was $bufferSize, must be >= 8")
 
   private val buffer = new Array[Byte](bufferSize)
   private var position = 0

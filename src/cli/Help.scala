@@ -16,12 +16,6 @@ object Help:
   /** The schemes of the address forms above (`file`, `udp`, `tick`). */
   val addressSchemes: Set[String] = addressForms.map(_._1).collect { case f if f.contains(':') => f.takeWhile(_ != ':') }.toSet
 
-  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command). */
-  def asksForHelp(args: Seq[String]): Boolean = args.takeWhile(_ != "--").exists(isHelpFlag)
-
-  def isHelpFlag(token: String): Boolean = token == "--help" || token == "-h"
-  def isVersionFlag(token: String): Boolean = token == "--version" || token == "-V"
-
   def version: String = s"asyncpipe ${BuildInfo.version}\n"
 
   def top(verbs: Seq[Verb]): String =
@@ -46,3 +40,22 @@ object Help:
        |Exit status: 0 done, 1 runtime error, 2 usage error, 124 a run timed out, 126/127 a command cannot
        |run / was not found, 130 SIGINT, 141 downstream closed, 143 SIGTERM.
        |""".stripMargin
+
+/** The tokens that ask for help or for the version. Not in [[Help]], whose tables a verb's start-up
+  * has no use for (they are built with closures, each spun at run time: doc/adr/0008-task-runner.md,
+  * "Start-up").
+  */
+object HelpFlags:
+  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command). A
+    * loop, for the same reason.
+    */
+  def asksForHelp(args: Seq[String]): Boolean =
+    val it = args.iterator
+    while it.hasNext do
+      val token = it.next()
+      if token == "--" then return false
+      if isHelpFlag(token) then return true
+    false
+
+  def isHelpFlag(token: String): Boolean = token == "--help" || token == "-h"
+  def isVersionFlag(token: String): Boolean = token == "--version" || token == "-V"

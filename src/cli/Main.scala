@@ -44,19 +44,29 @@ object Main:
     args match
       case Seq() =>
         Left(CliError.Missing(None, "a verb or an address", Help.topSynopsis))
-      case Seq(flag, _*) if Help.isHelpFlag(flag) || flag == "help" =>
+      case Seq(flag, _*) if HelpFlags.isHelpFlag(flag) || flag == "help" =>
         io.out.write(Help.top(verbs))
         Right(ExitCode.Ok)
-      case Seq(flag) if Help.isVersionFlag(flag) =>
+      case Seq(flag) if HelpFlags.isVersionFlag(flag) =>
         io.out.write(Help.version)
         Right(ExitCode.Ok)
       case Seq(head, rest*) =>
-        verbs.find(_.name == head) match
-          case Some(verb) if Help.asksForHelp(rest) =>
+        verbNamed(head) match
+          case Some(verb) if HelpFlags.asksForHelp(rest) =>
             io.out.write(verb.help)
             Right(ExitCode.Ok)
           case Some(verb) => verb.run(rest, io)
           case None       => notAVerb(head, args, io)
+
+  /** The verb called `name`: a loop, not `verbs.find`, whose closure would be spun at run time
+    * (doc/adr/0008-task-runner.md, "Start-up").
+    */
+  private def verbNamed(name: String): Option[Verb] =
+    val it = verbs.iterator
+    while it.hasNext do
+      val verb = it.next()
+      if verb.name == name then return Some(verb)
+    None
 
   private def notAVerb(head: String, args: Seq[String], io: Io): Either[CliError, Int] =
     // `asyncpipe [OPTIONS] FROM TO` and `asyncpipe [OPTIONS] 'A | B'`: stage options may come first;

@@ -3,8 +3,8 @@ package asyncpipe.cli
 import asyncpipe.async.{Future, Promise}
 import java.io.{File, FileInputStream, IOException, InputStream}
 import java.lang.ProcessBuilder.Redirect
-import java.nio.charset.StandardCharsets
 import java.nio.file.Path
+import java.util.{ServiceConfigurationError, ServiceLoader}
 import java.util.concurrent.ConcurrentHashMap
 import scala.util.Success
 
@@ -85,17 +85,38 @@ final class ProcessGroup private (process: Process, tools: GroupTools):
   def signal(name: String): Unit =
     if !ProcessGroup.kill(tools, name, s"-$id") then ProcessGroup.kill(tools, name, id.toString)
 
-  /** Whether any process of the group is still running (zombies count as gone); Linux /proc. */
+  /** Whether any process of the group is still running (zombies count as gone); Linux /proc. It
+    * reads the stat file of every process on the machine after each run, mostly in a cold JVM: one
+    * buffer for all, parsed in place.
+    */
   def alive: Boolean =
     val pids = File("/proc").list()
+    val buffer = new Array[Byte](ProcessGroup.StatPrefix)
     var i = 0
     while pids != null && i < pids.length do
       val pid = pids(i)
-      if pid.nonEmpty && pid(0).isDigit && ProcessGroup.inGroup(pid, id) then return true
+      if pid.nonEmpty && pid(0).isDigit && ProcessGroup.inGroup(pid, id, buffer) then return true
       i += 1
     false
 
 object ProcessGroup:
+  /** Readies the JDK for this JVM's first process start on a thread of its own, while the caller
+    * goes on setting up; it gains what a free core allows. It initializes `ProcessBuilder.Redirect`
+    * (whose initializer finds the OS by reflection), and it makes the lookup that the first
+    * `ProcessBuilder.start` would make after the command started: the start asks the system logger
+    * "java.lang.ProcessBuilder" whether to log (JDK 24 and later), and a JVM's first system logger
+    * looks for a logging back end, a service lookup that opens the JDK's module image and the jar
+    * on the class path, asyncpipe's of thousands of entries (about 10 ms in a cold JVM); the
+    * logger's own lookup then finds both open. Without a process start after it, it costs that
+    * work and nothing else.
+    */
+  def prepare(): Unit =
+    val ready: Runnable = () =>
+      val _ = Redirect.INHERIT
+      try ServiceLoader.load(classOf[System.LoggerFinder], ClassLoader.getSystemClassLoader).iterator().hasNext
+      catch case _: ServiceConfigurationError => () // the start reports it, if it comes again there
+    Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(ready)
+
   /** Starts `command` in a group of its own; an IOException if it cannot be started. */
   def start(command: Seq[String], tools: GroupTools): ProcessGroup =
     val builder = ProcessBuilder((tools.setsid +: command)*)
@@ -113,18 +134,33 @@ object ProcessGroup:
         .start().waitFor() == 0
     catch case _: IOException => false
 
+  /** How much of /proc/PID/stat is read: its fields up to the process group and more. */
+  private val StatPrefix = 512
+
   /** Whether process `pid` is in group `pgid` and not a zombie, from /proc/PID/stat: "pid (comm)
-    * state ppid pgrp ...", where comm may hold spaces and parentheses.
+    * state ppid pgrp ...", where comm may hold spaces and parentheses (so the last ')' ends it).
+    * `buffer`: room for [[StatPrefix]] bytes.
     */
-  private def inGroup(pid: String, pgid: Long): Boolean =
-    val stat =
+  private def inGroup(pid: String, pgid: Long, buffer: Array[Byte]): Boolean =
+    val n =
       try
-        val in = FileInputStream(s"/proc/$pid/stat")
-        try String(in.readNBytes(512), StandardCharsets.ISO_8859_1)
+        val in = FileInputStream("/proc/" + pid + "/stat")
+        try in.readNBytes(buffer, 0, StatPrefix)
         finally in.close()
       catch case _: IOException => return false // gone meanwhile
-    val fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ", 4)
-    fields.length >= 3 && fields(0) != "Z" && fields(2) == pgid.toString
+    var at = n - 1
+    while at >= 0 && buffer(at) != ')' do at -= 1
+    val state = at + 2
+    if at < 0 || state >= n || buffer(state) == 'Z' then return false
+    at = state + 2 // the first digit of ppid
+    while at < n && buffer(at) != ' ' do at += 1
+    at += 1 // the first digit of pgrp
+    val first = at
+    var pgrp = 0L
+    while at < n && buffer(at) >= '0' && buffer(at) <= '9' do
+      pgrp = pgrp * 10 + (buffer(at) - '0')
+      at += 1
+    at > first && pgrp == pgid
 
 /** The process groups running now, so that a stop can reach them all (a signal forwarded, or
   * SIGKILL when the user will not wait). A group added after a stop is signalled as it joins.

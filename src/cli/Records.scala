@@ -34,13 +34,16 @@ final class Records(out: OwnedOutput, control: Control):
     }
     done.future
 
-  /** Writes one batch of whole lines out, in one piece. */
-  private val write: FrameBatch => Unit = batch =>
-    lock.lock()
-    try
-      writer.write(batch)
-      writer.flush()
-    finally lock.unlock()
+  /** Writes one batch of whole lines out, in one piece. A class, not a lambda: the JDK AOT cache
+    * holds no Scala function lambda (doc/adr/0008-task-runner.md, "Start-up").
+    */
+  private val write: FrameBatch => Unit = new (FrameBatch => Unit):
+    def apply(batch: FrameBatch): Unit =
+      lock.lock()
+      try
+        writer.write(batch)
+        writer.flush()
+      finally lock.unlock()
 
   private def copy(in: InputStream, command: String): Unit =
     val decoder = BatchDecoder(Framing.Lines)

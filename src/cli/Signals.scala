@@ -1,6 +1,7 @@
 package asyncpipe.cli
 
 import java.util.concurrent.atomic.AtomicReference
+import java.util.function.IntConsumer
 import sun.misc.{Signal, SignalHandler}
 
 /** A request from outside to stop: SIGINT (Ctrl-C) or SIGTERM, and the exit status each one asks
@@ -20,18 +21,29 @@ enum Stop(val signalName: String, val exitCode: Int):
 object Signals:
   private val first = AtomicReference[Stop | Null](null)
 
+  /** What the first signal calls. Its own trait rather than `Stop => Unit`, and `halt` an
+    * IntConsumer, so that the lambdas given for them are ones the JDK AOT cache holds
+    * (doc/adr/0008-task-runner.md, "Start-up").
+    */
+  trait Stopper:
+    def stop(request: Stop): Unit
+
   /** Installs the handlers for the rest of the process (one stopper: a later call replaces it).
     * `halt` ends the process on the second signal; tests give their own.
     */
-  def onStop(stopper: Stop => Unit, halt: Int => Unit = code => Runtime.getRuntime.halt(code)): Unit =
-    for stop <- Stop.values do
+  def onStop(stopper: Stopper, halt: IntConsumer = code => Runtime.getRuntime.halt(code)): Unit =
+    val stops = Stop.values
+    var i = 0
+    while i < stops.length do
+      val stop = stops(i)
       Signal.handle(
         Signal(stop.signalName),
         new SignalHandler:
           def handle(signal: Signal): Unit =
-            if first.compareAndSet(null, stop) then stopper(stop)
-            else halt(first.get.nn.exitCode)
+            if first.compareAndSet(null, stop) then stopper.stop(stop)
+            else halt.accept(first.get.nn.exitCode)
       )
+      i += 1
 
   /** The signal that asked for the stop, if one came. */
   def received: Option[Stop] = Option(first.get)

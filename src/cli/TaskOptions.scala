@@ -110,7 +110,7 @@ object TaskOptions:
     */
   def parse(kind: Kind, args: Seq[String]): Either[CliError, TaskOptions] =
     try
-      val cut = args.indexOf("--")
+      val cut = indexOfEnd(args)
       val before = if cut < 0 then args else args.take(cut)
       val r = Reader(kind)
       val positionals = r.scan(before)
@@ -119,6 +119,15 @@ object TaskOptions:
     catch case e: CliError.Failed => Left(e.error)
 
   private def fail(error: CliError): Nothing = throw CliError.Failed(error)
+
+  /** Where `--` is in `args`, or -1 (`args.indexOf("--")` would spin a closure). */
+  private def indexOfEnd(args: Seq[String]): Int =
+    val it = args.iterator
+    var i = 0
+    while it.hasNext do
+      if it.next() == "--" then return i
+      i += 1
+    -1
 
   /** `o.getOrElse(default)` without a closure for `default` (see [[asyncpipe.async.check]]). */
   private inline def or[A](o: Option[A], inline default: A): A = if o.isDefined then o.get else default

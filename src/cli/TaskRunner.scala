@@ -1,6 +1,6 @@
 package asyncpipe.cli
 
-import asyncpipe.async.{Async, Cancellable, Future, Pause, ScheduleObserver, Scheduling, Task, TaskSchedule}
+import asyncpipe.async.{Async, Cancellable, Future, Pause, ScheduleObserver, Scheduling, TaskSchedule}
 import java.io.IOException
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
 import java.util.concurrent.atomic.AtomicReference
@@ -99,9 +99,11 @@ object AttemptLog:
 final class TaskRunner(options: TaskOptions, io: Io):
   import options.*
   private val noun = kind.noun
-  private def log(line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
+  /** Inline: a quiet run does not even build the line. */
+  private inline def log(inline line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
 
   def run(): Either[CliError, Int] =
+    if !dryRun then ProcessGroup.prepare() // alongside the checks and set-up below
     CommandPath.resolve(command.head) match
       case Left((reason, status)) => Left(CliError.CannotRun(verb, command.head, reason, status))
       case Right(_) =>
@@ -135,20 +137,12 @@ final class TaskRunner(options: TaskOptions, io: Io):
     val live = LiveGroups()
     val control = Control(live)
     val tally = Tally()
-    val runs = Runs(Attempt(command, tools, timeoutMillis, killAfterMillis, Records(io.out, control), live), control, tally)
+    val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, Records(io.out, control), live)
     Signals.onStop(
       stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(Halt.Signalled(stop)) },
       status => { live.killAll(); Runtime.getRuntime.halt(status) }
     )
-    val result: Try[Unit] = Async.blocking:
-      val scope = Async.current
-      control.watch(scope.group)
-      val scheduled = Task(runs.next(scope)).schedule(schedule, Scheduling(random, runs, deadlineMillis)).run
-      try
-        val last = scheduled.result
-        runs.awaitAlongside()
-        last
-      catch case e: CancellationException => Failure(e)
+    val result: Try[Unit] = Bodies.blocking(Execution(attempt, control, tally))
     control.halted match
       case Some(Halt.Signalled(stop)) => Right(stop.exitCode)
       case Some(Halt.Failed(error))   => Left(error)
@@ -160,14 +154,39 @@ final class TaskRunner(options: TaskOptions, io: Io):
             Right(status)
           case Failure(e) => Left(CliError.Runtime(verb, s"internal error: $e"))
 
+  // The bodies of an execution's scope, of the future that runs its schedule and of each run are
+  // classes, not closures ([[Bodies]]): these three are on the path of every start.
+
+  /** The execution's scope: runs the schedule in a future of its own (which a halt cancels with
+    * the scope), then waits for it and for any runs still going alongside.
+    */
+  private final class Execution(attempt: Attempt, control: Control, tally: Tally) extends (Async => Try[Unit]):
+    def apply(scope: Async): Try[Unit] =
+      given Async = scope
+      control.watch(scope.group)
+      val runs = Runs(attempt, control, tally, scope)
+      val scheduled = Bodies.future(runs.schedule)
+      try
+        val last = scheduled.result
+        runs.awaitAlongside()
+        last
+      catch case e: CancellationException => Failure(e)
+
   /** The runs of one execution, as the schedule's body and observer: their numbers, the pause
     * before each (as the schedule chose it), each one's log line and tally, and what the schedule
-    * is told of each (a failure is thrown).
+    * is told of each (a failure is thrown). `scope`: the execution's, where `--overlap allow`
+    * starts its runs.
     */
-  private final class Runs(attempt: Attempt, control: Control, tally: Tally) extends ScheduleObserver:
+  private final class Runs(attempt: Attempt, control: Control, tally: Tally, scope: Async)
+      extends ScheduleObserver, (Async => Unit):
     private var count = 0L
     private var pause: Option[Pause] = None
     private val alongside = ConcurrentLinkedQueue[Future[Unit]]() // --overlap allow: runs still going
+
+    /** The body of the future that runs the schedule, with this as its body and observer. */
+    val schedule: Async => Unit = new (Async => Unit):
+      def apply(async: Async): Unit =
+        Bodies.repeat(options.schedule, Runs.this, Scheduling(random, Runs.this, deadlineMillis))(using async)
 
     override def waiting(run: Long, p: Pause): Unit =
       pause = Some(p)
@@ -176,7 +195,8 @@ final class TaskRunner(options: TaskOptions, io: Io):
     override def pastDeadline(run: Long, p: Pause): Unit = log(AttemptLog.pastDeadline(noun, run + 1, p))
 
     /** The schedule's body: the next run, or with `--overlap allow` its start as a future of `scope`. */
-    def next(scope: Async)(using Async): Unit =
+    def apply(async: Async): Unit =
+      given Async = async
       count += 1
       val (n, before) = (count, pause) // read now: the future's body runs after the loop moved on
       if overlap == Overlap.Allow then
@@ -198,3 +218,17 @@ final class TaskRunner(options: TaskOptions, io: Io):
       tally.ended(exit)
       log(s"${AttemptLog.started(noun, n, pause)}: ${AttemptLog.ended(exit, timeoutMillis)}")
       if failing(exit.status) then throw Unsuccessful(exit)
+
+/** `Async.blocking`, `Future` and `TaskSchedule.repeat` for a body that is an object of a class of
+  * ours rather than a closure: the JDK AOT cache holds such a class, but spins a closure at run
+  * time (doc/adr/0008-task-runner.md, "Start-up"). Scala 3 erases a context function `Async ?=> T`
+  * to `Async => T`, so the object can be passed as one; cast from a parameter, as here, it is
+  * passed as it is, not wrapped in a closure again.
+  */
+private object Bodies:
+  def blocking[T](body: Async => T): T = Async.blocking(body.asInstanceOf[Async ?=> T])
+
+  def future[T](body: Async => T)(using Async): Future[T] = Future(body.asInstanceOf[Async ?=> T])
+
+  def repeat[T](schedule: TaskSchedule, body: Async => T, scheduling: Scheduling)(using Async): T =
+    TaskSchedule.repeat(schedule, body.asInstanceOf[Async ?=> T], scheduling)

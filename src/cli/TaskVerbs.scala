@@ -42,7 +42,9 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |""".stripMargin
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =
-    TaskOptions.parse(kind, args).flatMap(TaskRunner(_, io).run())
+    TaskOptions.parse(kind, args) match // not flatMap: no closure on the start-up path (ADR 0008)
+      case Right(options) => TaskRunner(options, io).run()
+      case Left(error)    => Left(error)
 
 object TaskVerb:
   private def exitStatus(kind: Kind): String = kind match

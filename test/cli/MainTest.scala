@@ -30,8 +30,8 @@ class MainTest extends munit.FunSuite:
       assert(r.out.startsWith(s"Usage: asyncpipe ${v.name}"), r.out)
 
   test("--help after -- belongs to the command, not to asyncpipe"):
-    assert(Help.asksForHelp(Seq("1s", "--help")))
-    assert(!Help.asksForHelp(Seq("1s", "--", "grep", "--help")))
+    assert(HelpFlags.asksForHelp(Seq("1s", "--help")))
+    assert(!HelpFlags.asksForHelp(Seq("1s", "--", "grep", "--help")))
     assertEquals(Help.addressSchemes, Set("file", "udp", "tick"))
 
   test("an unknown verb is a usage error that names it"):
