@@ -155,6 +155,32 @@ sealed abstract class FailingDecoder(val framing: Framing, val maxFrame: Int):
     val f = failure
     if f != null then throw f
 
+  // Where a buffer without an accessible array (a direct or read-only one) is copied to be decoded.
+  private var scratch: Array[Byte] = Array.emptyByteArray
+
+  /** The scratch array, made on first use. */
+  protected final def scratchArray(): Array[Byte] =
+    if scratch.length == 0 then scratch = new Array[Byte](FrameDecoder.ScratchSize)
+    scratch
+
+  /** Decodes the remaining bytes of `buf` (its position ends at its limit) with
+    * `decode(array, from, to)`: in place when it has an accessible array, else in copies of up to
+    * [[FrameDecoder.ScratchSize]] bytes. Inline, so a decoder's feed makes no closure.
+    */
+  protected final inline def inPieces(buf: ByteBuffer)(inline decode: (Array[Byte], Int, Int) => Unit): Unit =
+    throwIfFailed()
+    if buf.hasArray then
+      val start = buf.arrayOffset + buf.position()
+      val end = buf.arrayOffset + buf.limit()
+      buf.position(buf.limit())
+      decode(buf.array, start, end)
+    else
+      val piece = scratchArray()
+      while buf.hasRemaining do
+        val n = math.min(buf.remaining, piece.length)
+        buf.get(piece, 0, n)
+        decode(piece, 0, n)
+
 /** Turns a byte stream, fed in chunks of any size, into frames (see [[Framing]] for the formats).
   * A frame may span many chunks and a chunk may hold many frames; every whole frame is emitted as
   * soon as its last byte is fed, and `finish` at the end of the stream emits or rejects what is
@@ -180,7 +206,6 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
   private var payload: Array[Byte] | Null = null
   private var filled = 0
   // Chunks of a buffer without an accessible array are copied through this one.
-  private var scratch: Array[Byte] = Array.emptyByteArray
 
   /** Decodes all remaining bytes of `buf` (its position ends at its limit), emitting each whole
     * frame as a [[Frame]] that the receiver owns.
@@ -200,19 +225,7 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
   /** As `feed`, handing frames to `sink` as slices, without a copy where the frame lies whole in
     * the chunk.
     */
-  def feedSlices(buf: ByteBuffer, sink: FrameSink): Unit =
-    throwIfFailed()
-    if buf.hasArray then
-      val start = buf.arrayOffset + buf.position()
-      val end = buf.arrayOffset + buf.limit()
-      buf.position(buf.limit())
-      decode(buf.array, start, end, sink)
-    else
-      if scratch.length == 0 then scratch = new Array[Byte](FrameDecoder.ScratchSize)
-      while buf.hasRemaining do
-        val n = math.min(buf.remaining, scratch.length)
-        buf.get(scratch, 0, n)
-        decode(scratch, 0, n, sink)
+  def feedSlices(buf: ByteBuffer, sink: FrameSink): Unit = inPieces(buf)((a, from, to) => decode(a, from, to, sink))
 
   def feedSlices(bytes: Array[Byte], offset: Int, length: Int, sink: FrameSink): Unit =
     java.util.Objects.checkFromIndexSize(offset, length, bytes.length)
@@ -343,7 +356,7 @@ object FrameDecoder:
   val DefaultMaxFrame: Int = 16 * 1024 * 1024
   /** The largest array the JVM reliably allocates. */
   val MaxArray: Int = Int.MaxValue - 8
-  private val ScratchSize = 64 * 1024
+  private[cli] val ScratchSize = 64 * 1024
 
   private[cli] def tooLongMessage(framing: Framing, size: Long, exact: Boolean, maxFrame: Int): String =
     val what = if exact then s"of $size bytes" else s"of at least $size bytes (its end not yet read)"
@@ -537,22 +550,9 @@ final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
   private var header = 0
   private var frameLength = 0L
   private var remaining = 0L
-  private var scratch: Array[Byte] = Array.emptyByteArray
 
   /** Decodes all remaining bytes of `buf` (its position ends at its limit). */
-  def feed(buf: ByteBuffer)(emit: FrameBatch => Unit): Unit =
-    throwIfFailed()
-    if buf.hasArray then
-      val start = buf.arrayOffset + buf.position()
-      val end = buf.arrayOffset + buf.limit()
-      buf.position(buf.limit())
-      decode(buf.array, start, end, emit)
-    else
-      if scratch.length == 0 then scratch = new Array[Byte](64 * 1024)
-      while buf.hasRemaining do
-        val n = math.min(buf.remaining, scratch.length)
-        buf.get(scratch, 0, n)
-        decode(scratch, 0, n, emit)
+  def feed(buf: ByteBuffer)(emit: FrameBatch => Unit): Unit = inPieces(buf)((a, from, to) => decode(a, from, to, emit))
 
   def feed(bytes: Array[Byte], offset: Int, length: Int)(emit: FrameBatch => Unit): Unit =
     java.util.Objects.checkFromIndexSize(offset, length, bytes.length)
