@@ -67,11 +67,14 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   // State. Every field below is read and written through its VarHandle or as a volatile.
 
   /** S: the number of send attempts so far (low 62 bits) and the closed bit (bit 62). */
-  @volatile private var sendersAndClosed: Long = 0L
+  private val sCounter = PaddedCounter(0L)
+  private inline def sendersAndClosed: Long = sCounter.get
   /** R: the number of FAA reads so far, plus heads committed by listener reads. */
-  @volatile private var receivers: Long = 0L
+  private val rCounter = PaddedCounter(0L)
+  private inline def receivers: Long = rCounter.get
   /** B: cells below it are buffer cells. 0 and never moved for rendezvous; unused for unbounded. */
-  @volatile private var bufferEnd: Long = if isBuffered then capacity.toLong else 0L
+  private val bCounter = PaddedCounter(if isBuffered then capacity.toLong else 0L)
+  private inline def bufferEnd: Long = bCounter.get
   /** The index of the first cell no sender will ever reach; Long.MaxValue while open. */
   @volatile private var closedAt: Long = Long.MaxValue
 
@@ -118,7 +121,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         if isClosed then return Closed
         if wouldWait() && listeners.isEmpty then return NotSent
       var seg = sendSegment
-      val scf = SendersAndClosed.getAndAdd(this, 1L): Long
+      val scf = sCounter.getAndAdd(1L)
       if isClosedWord(scf) then return Closed // the send started after close
       val s = scf & CounterMask
       val id = s / SegmentSize
@@ -130,7 +133,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         seg = found
         if seg.id != id then
           // the segment of s was removed (all its cells interrupted): jump S over it and retry
-          SendersAndClosed.compareAndSet(this, scf + 1, seg.id * SegmentSize)
+          sCounter.compareAndSet(scf + 1, seg.id * SegmentSize)
           skip = true
       if !skip then
         updateCellSend(seg, i, s, v, async) match
@@ -151,12 +154,26 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * NotSent (trySend only).
     */
   private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Marker =
+    var patience = if async != null && isRendezvous then ArrivalPatience else 0
     while true do
       val state = seg.cell(i)
       if state == null then
         if capacity != Unbounded && s >= bufferEnd && s >= receivers then
           // no reader has this index and it is not a buffer cell: wait (or give up, for trySend)
-          if async == null && listeners.isEmpty then
+          if patience > 0 then
+            // a reader may be about to take this index: then we deposit and go. Watch R alone:
+            // re-reading the cell would pull its line from the reader writing the cell before it
+            while patience > 0 && s >= receivers do
+              patience -= 1
+              Thread.onSpinWait()
+            if patience > 0 then
+              patience = 0
+              // arrived: deposit straight away (a CAS takes the line once; a read first would
+              // take it twice); if the cell changed meanwhile, look again
+              if seg.cas(i, null, v) then
+                notifyListeners()
+                return Buffered
+          else if async == null && listeners.isEmpty then
             if seg.cas(i, null, INTERRUPTED_SEND) then
               seg.cellInterruptedSender()
               return NotSent
@@ -225,7 +242,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private def doReceive(async: Async): AnyRef =
     while true do
       var seg = receiveSegment
-      val r = Receivers.getAndAdd(this, 1L): Long
+      val r = rCounter.getAndAdd(1L)
       val id = r / SegmentSize
       val i = (r % SegmentSize).toInt
       var skip = false
@@ -234,7 +251,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         if found == null then return Closed // beyond the closed chain
         seg = found
         if seg.id != id then
-          Receivers.compareAndSet(this, r + 1, seg.id * SegmentSize) // skip a removed segment
+          rCounter.compareAndSet(r + 1, seg.id * SegmentSize) // skip a removed segment
           skip = true
       if !skip then
         val result = updateCellReceive(seg, i, r, async)
@@ -248,10 +265,21 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   /** One cell, from the FAA reader's side: a value, or Failed, or Closed. */
   private def updateCellReceive(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
+    var patience = if isRendezvous then ArrivalPatience else SenderPatience
     while true do
       val state = seg.cell(i)
       if state == null || (state eq IN_BUFFER) then
-        if r >= (sendersAndClosed & CounterMask) then
+        if patience > 0 && (isRendezvous || r < (sendersAndClosed & CounterMask)) then
+          // Wait a little for the value: on a rendezvous channel the sender of this index is
+          // often about to come, and on any channel a sender that has taken it is between its
+          // FAA and its write. Watch the cell alone: S would be one more line to pull.
+          var st = state
+          while patience > 0 && (st == null || (st eq IN_BUFFER)) do
+            patience -= 1
+            Thread.onSpinWait()
+            st = seg.cell(i)
+          patience = 0 // once: then park or poison below
+        else if r >= (sendersAndClosed & CounterMask) then
           // no sender has this index yet: park here
           val w = Waiter(Thread.currentThread, null, async.runtime)
           if seg.cas(i, state, w) then
@@ -323,7 +351,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val seg = segmentOf(r)
       if seg == null then return k(Failure(ChannelClosedException())) // beyond the closed chain
       if seg.id != r / SegmentSize then
-        Receivers.compareAndSet(this, r, seg.id * SegmentSize) // removed segment: skip it
+        rCounter.compareAndSet(r, seg.id * SegmentSize) // removed segment: skip it
       else
         val i = (r % SegmentSize).toInt
         val state = seg.cell(i)
@@ -346,8 +374,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           case _: Reserved => spinWait() // another listener read is deciding
           case _ =>
             if state eq RESUMING then spinWait()
-            else if state eq INTERRUPTED_SEND then Receivers.compareAndSet(this, r, r + 1) // skip; not a window cell
-            else if state eq TAKEN then { if Receivers.compareAndSet(this, r, r + 1) then expandBuffer() } // help commit
+            else if state eq INTERRUPTED_SEND then rCounter.compareAndSet(r, r + 1) // skip; not a window cell
+            else if state eq TAKEN then { if rCounter.compareAndSet(r, r + 1) then expandBuffer() } // help commit
             else if state eq CLOSED then return k(Failure(ChannelClosedException()))
             else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then () // R moved on
             else
@@ -383,7 +411,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     */
   private def commitHead(seg: Segment, i: Int, r: Long): Unit =
     seg.setCell(i, TAKEN)
-    if Receivers.compareAndSet(this, r, r + 1) then expandBuffer()
+    if rCounter.compareAndSet(r, r + 1) then expandBuffer()
     seg.cleanPrev()
 
   /** Offers the head to registered listeners until a full pass takes nothing. */
@@ -411,7 +439,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       var done = false
       while !done do
         var seg = bufferEndSegment
-        val b = BufferEnd.getAndAdd(this, 1L): Long
+        val b = bCounter.getAndAdd(1L)
         val id = b / SegmentSize
         var skip = false
         if seg.id != id then
@@ -422,7 +450,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             // a removed segment held only interrupted senders (a reader's cell keeps its segment
             // alive until processed here), so skipping it loses no window cell
             if seg.id != id then
-              BufferEnd.compareAndSet(this, b + 1, seg.id * SegmentSize)
+              bCounter.compareAndSet(b + 1, seg.id * SegmentSize)
               skip = true
         else ()
         if !done && !skip then
@@ -463,7 +491,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def close(): Unit =
     var scf = sendersAndClosed
-    while !isClosedWord(scf) && !SendersAndClosed.compareAndSet(this, scf, scf | ClosedBit) do
+    while !isClosedWord(scf) && !sCounter.compareAndSet(scf, scf | ClosedBit) do
       scf = sendersAndClosed
     if !isClosedWord(scf) then // we closed it
       val last = scf & CounterMask
@@ -649,6 +677,23 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     s"Channel($kind${if isClosed then ", closed" else ""})"
 
 /** Definitions shared by every channel: the cell-state catalogue, waiters, segments. */
+/** A long on cache lines of its own: the sender and reader counters of a channel are written by
+  * different threads on every operation, and on one line each write would take it from the other.
+  */
+private[async] abstract class CounterPadBefore:
+  protected var p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p10, p11, p12, p13, p14: Long = 0L
+private[async] abstract class CounterValue extends CounterPadBefore:
+  @volatile protected var value: Long = 0L
+private[async] final class PaddedCounter(initial: Long) extends CounterValue:
+  protected var q00, q01, q02, q03, q04, q05, q06, q07, q08, q09, q10, q11, q12, q13, q14: Long = 0L
+  value = initial
+  inline def get: Long = value
+  def getAndAdd(n: Long): Long = PaddedCounter.Value.getAndAdd(this, n)
+  def compareAndSet(expected: Long, next: Long): Boolean = PaddedCounter.Value.compareAndSet(this, expected, next)
+private[async] object PaddedCounter:
+  private val Value: VarHandle =
+    MethodHandles.privateLookupIn(classOf[CounterValue], MethodHandles.lookup()).findVarHandle(classOf[CounterValue], "value", java.lang.Long.TYPE)
+
 private[async] object SegmentChannel:
   final val Unbounded = -1
   /** Cells per segment: 32, as in the paper, jox and kotlinx (measured there as the best trade). */
@@ -754,7 +799,10 @@ private[async] object SegmentChannel:
     * spins 128 times) fell to 0.02-0.16 on a loaded machine, where the spinner holds the carrier
     * its partner needs. Tunable with -Dasyncpipe.channel.yields.
     */
-  private val RendezvousYields: Int = sys.props.get("asyncpipe.channel.yields").flatMap(_.toIntOption).getOrElse(8)
+  private val RendezvousYields: Int = Integer.getInteger("asyncpipe.channel.yields", 0)
+  private val SenderPatience: Int = Integer.getInteger("asyncpipe.channel.patience", 64)
+  private val ArrivalPatience: Int = Integer.getInteger("asyncpipe.channel.arrival", 128)
+  private val RendezvousSpins: Int = Integer.getInteger("asyncpipe.channel.spins", 128)
 
   // ---------------------------------------------------------------------------------------------
   // Waiters
@@ -778,7 +826,11 @@ private[async] object SegmentChannel:
     def resumeClaimed(): Unit =
       data = RESUMED
       wake()
-    private def wake(): Unit = if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
+    /** Set (then a full fence) by the waiter just before it parks: a resumer unparks only then. */
+    @volatile var parking: Boolean = false
+    private def wake(): Unit =
+      if parking then
+        if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
 
     def awaitSend(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): Marker =
       await(seg, i, async, ch)
@@ -793,14 +845,21 @@ private[async] object SegmentChannel:
       * and restored on return.
       */
     private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
-      var spins = if ch.capacity == 0 && thread.isVirtual then RendezvousYields else 0
+      var spins = if ch.capacity == 0 then RendezvousSpins else 0
+      var yields = if ch.capacity == 0 then RendezvousYields else 0
       var heldInterrupt = false
       var d = data
       while d == null || (d eq CLAIMED) do
         if d eq CLAIMED then spinWait() // a listener read is deciding on our value
         else if spins > 0 then
           spins -= 1
+          Thread.onSpinWait()
+        else if yields > 0 then
+          yields -= 1
           Thread.`yield`() // lets the other party run on this carrier: often it resumes us
+        else if !parking then
+          parking = true
+          VarHandle.fullFence()
         else
           async.runtime.park(this)
           if data == null then
@@ -850,7 +909,7 @@ private[async] object SegmentChannel:
     inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
     inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
 
-    def cleanPrev(): Unit = prev = null
+    def cleanPrev(): Unit = if prev != null then prev = null // no write when already clean: every operation calls it
     def isRemoved: Boolean = get == 0
     def isTail: Boolean = next == null || (next eq ClosedChain)
     def liveNext: Segment | Null = { val n = next; if n eq ClosedChain then null else n }
@@ -936,9 +995,6 @@ private[async] object SegmentChannel:
 
   // Channel fields
   private val lookup = MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
-  private val SendersAndClosed = lookup.findVarHandle(classOf[SegmentChannel[?]], "sendersAndClosed", java.lang.Long.TYPE)
-  private val Receivers = lookup.findVarHandle(classOf[SegmentChannel[?]], "receivers", java.lang.Long.TYPE)
-  private val BufferEnd = lookup.findVarHandle(classOf[SegmentChannel[?]], "bufferEnd", java.lang.Long.TYPE)
   private val SendSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "sendSegment", classOf[Segment])
   private val ReceiveSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "receiveSegment", classOf[Segment])
   private val BufferEndSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "bufferEndSegment", classOf[Segment])
