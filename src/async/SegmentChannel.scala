@@ -154,26 +154,13 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * NotSent (trySend only).
     */
   private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Marker =
-    var patience = if async != null && isRendezvous then ArrivalPatience else 0
+    if async != null && isRendezvous && rendezvousArrival(seg, i, s, v) then return Buffered
     while true do
       val state = seg.cell(i)
       if state == null then
         if capacity != Unbounded && s >= bufferEnd && s >= receivers then
           // no reader has this index and it is not a buffer cell: wait (or give up, for trySend)
-          if patience > 0 then
-            // a reader may be about to take this index: then we deposit and go. Watch R alone:
-            // re-reading the cell would pull its line from the reader writing the cell before it
-            while patience > 0 && s >= receivers do
-              patience -= 1
-              Thread.onSpinWait()
-            if patience > 0 then
-              patience = 0
-              // arrived: deposit straight away (a CAS takes the line once; a read first would
-              // take it twice); if the cell changed meanwhile, look again
-              if seg.cas(i, null, v) then
-                notifyListeners()
-                return Buffered
-          else if async == null && listeners.isEmpty then
+          if async == null && listeners.isEmpty then
             if seg.cas(i, null, INTERRUPTED_SEND) then
               seg.cellInterruptedSender()
               return NotSent
@@ -208,6 +195,19 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           else if state eq CLOSED then return Closed
           else illegal("send", state, seg, i)
     throw IllegalStateException("unreachable")
+
+  /** A blocking rendezvous send's first move: the reader of index `s` is often about to come.
+    * Watch R alone until it passes `s` (the cell's line is being written by the reader of the
+    * cell before), then deposit the value with one CAS (reading the cell first would take its
+    * line twice). True if deposited; false (the reader did not come in time, or the cell
+    * changed) leaves the cell to the general path.
+    */
+  private def rendezvousArrival(seg: Segment, i: Int, s: Long, v: AnyRef): Boolean =
+    var patience = ArrivalPatience
+    while patience > 0 && s >= receivers do
+      patience -= 1
+      Thread.onSpinWait()
+    patience > 0 && seg.cas(i, null, v) && { notifyListeners(); true }
 
   /** trySend with listeners registered: our trial waiter has been offered to them; withdraw it
     * unless one took it.
