@@ -24,7 +24,10 @@ import scala.util.{Failure, Success, Try}
  *
  * Deviations from the paper (and where it differs from the two implementations read):
  *  1. Threads block instead of suspending: a waiter is a [[Waiter]] (thread + payload + a word
- *     decided by CAS), parked with the runtime's park. A rendezvous waiter spins briefly first.
+ *     decided by CAS), parked with the runtime's park. Where the other party is likely a step
+ *     behind, a party spins a bounded number of times first (see "Spinning" in the object).
+ *     Unlike the paper, an FAA reader that finds its sender in flight (S > r, cell empty) waits
+ *     for it a little before poisoning the cell.
  *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
  *     rides in its Waiter), as jox does, rather than in a parallel array.
  *  3. Cancellation is a future's cancel or a thread interrupt (also inside `read`/`send` of a
@@ -792,17 +795,24 @@ private[async] object SegmentChannel:
   private def spinWait(): Unit =
     if java.util.concurrent.ThreadLocalRandom.current().nextInt(16) == 0 then Thread.`yield`() else Thread.onSpinWait()
 
-  /** How many times a rendezvous waiter on a virtual thread yields before parking. A yield lets
-    * the other party run on this carrier, and often it resumes us before we park. Measured with
-    * `asyncpipe bench channels` on 2 quiet cores (rendezvous, M ops/s): 0 yields 2.1, 2 yields
-    * 2.3-2.7, 8 yields 3.4, 32 yields 2.4, 128 yields 2.7; spinning with onSpinWait instead (jox
-    * spins 128 times) fell to 0.02-0.16 on a loaded machine, where the spinner holds the carrier
-    * its partner needs. Tunable with -Dasyncpipe.channel.yields.
-    */
-  private val RendezvousYields: Int = Integer.getInteger("asyncpipe.channel.yields", 0)
-  private val SenderPatience: Int = Integer.getInteger("asyncpipe.channel.patience", 64)
-  private val ArrivalPatience: Int = Integer.getInteger("asyncpipe.channel.arrival", 128)
-  private val RendezvousSpins: Int = Integer.getInteger("asyncpipe.channel.spins", 128)
+  // Spinning. Parking and unparking a virtual thread costs microseconds; a partner one step
+  // behind costs tens of nanoseconds. So a party spins (Thread.onSpinWait, a bounded number of
+  // times, watching one word) where the other is likely close, then parks. Measured on 2 cores
+  // (`asyncpipe bench channels`, rendezvous, one sender, one reader; SynchronousQueue, which also
+  // spins 128 times, at 7-10 M ops/s in the same runs): parking at once 2.1 M ops/s; 8 yields
+  // (Thread.yield) before parking 2.4-3.4 M; readers that poison a cell whose sender is in flight
+  // (the paper's rule) poisoned 37 % of the cells; with the patience below, 0.1 %, and the spins
+  // below, 5.5-7 M. A slow spell of the machine (both carriers on one core) costs spinning
+  // parties about as much as SynchronousQueue (1.7 vs 2.3 M ops/s in such a spell).
+
+  /** How long an FAA reader waits for a sender that has taken the reader's index (S > r) but not
+    * yet written the cell, before it poisons the cell (both then retry with new indexes). */
+  private val SenderPatience: Int = 64
+  /** How long a rendezvous party waits for its partner to arrive before it leaves a waiter: a
+    * sender watches R, a reader its cell. Blocking operations only (not trySend). */
+  private val ArrivalPatience: Int = 128
+  /** How long a rendezvous waiter spins on its word before it parks. */
+  private val RendezvousSpins: Int = 128
 
   // ---------------------------------------------------------------------------------------------
   // Waiters
@@ -846,7 +856,6 @@ private[async] object SegmentChannel:
       */
     private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
       var spins = if ch.capacity == 0 then RendezvousSpins else 0
-      var yields = if ch.capacity == 0 then RendezvousYields else 0
       var heldInterrupt = false
       var d = data
       while d == null || (d eq CLAIMED) do
@@ -854,9 +863,6 @@ private[async] object SegmentChannel:
         else if spins > 0 then
           spins -= 1
           Thread.onSpinWait()
-        else if yields > 0 then
-          yields -= 1
-          Thread.`yield`() // lets the other party run on this carrier: often it resumes us
         else if !parking then
           parking = true
           VarHandle.fullFence()
