@@ -1,7 +1,6 @@
 package asyncpipe.bench
 
 import asyncpipe.async.*
-import java.lang.management.ManagementFactory
 import java.util.concurrent.{ArrayBlockingQueue, LinkedTransferQueue, SynchronousQueue}
 import java.util.concurrent.atomic.AtomicReference
 
@@ -16,7 +15,9 @@ import java.util.concurrent.atomic.AtomicReference
   * thread start, `Async.blocking` and join cost both sides alike. The elements are
   * `java.lang.Long`s boxed in advance (a table of 1,024), so neither side allocates boxes and the
   * allocation figure is the channel's own. The receivers sum what they take; `transfer` fails if
-  * the sum is not that of the values sent.
+  * the sum is not that of the values sent. All rows are measured in turns
+  * (`Harness.measureTogether`), so a slow spell of the machine falls on subjects and baselines
+  * alike.
   */
 object ChannelSuite extends Suite:
   val name = "channels"
@@ -25,65 +26,66 @@ object ChannelSuite extends Suite:
   private type Elem = java.lang.Long
   private val Mask = 1023
   private val boxes: Array[Elem] = Array.tabulate(Mask + 1)(i => java.lang.Long.valueOf(i.toLong))
-  private val threadBean = ManagementFactory.getThreadMXBean.asInstanceOf[com.sun.management.ThreadMXBean]
 
   def run(h: Harness): SuiteResult =
-    val rendezvous = channelRow(h, "SyncChannel", 100_000)(SyncChannel[Elem]())
-    val synchronousQueue = queueRow(h, "SynchronousQueue put/take", 100_000)(SynchronousQueue[Elem]())
-    val spin = h.measure("spin hand-off on two volatiles", 100_000) { k =>
-      val cell = SpinCell()
-      transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
-    }
-    val buffered1 = channelRow(h, "BufferedChannel(1)", 200_000)(BufferedChannel[Elem](1))
-    val arrayQueue1 = queueRow(h, "ArrayBlockingQueue(1)", 200_000)(ArrayBlockingQueue[Elem](1))
-    val buffered16 = channelRow(h, "BufferedChannel(16)", 500_000)(BufferedChannel[Elem](16))
-    val arrayQueue16 = queueRow(h, "ArrayBlockingQueue(16)", 500_000)(ArrayBlockingQueue[Elem](16))
-    val buffered100 = channelRow(h, "BufferedChannel(100)", 500_000, countAllocation = true)(BufferedChannel[Elem](100))
-    val arrayQueue100 = queueRow(h, "ArrayBlockingQueue(100)", 500_000, countAllocation = true)(ArrayBlockingQueue[Elem](100))
-    val unbounded = channelRow(h, "UnboundedChannel", 500_000)(UnboundedChannel[Elem]())
-    val transferQueue = queueRow(h, "LinkedTransferQueue put/take", 500_000)(LinkedTransferQueue[Elem]())
-    val buffered100x4 = channelRow(h, "BufferedChannel(100), 4 to 4", 500_000, 4)(BufferedChannel[Elem](100))
-    val arrayQueue100x4 = queueRow(h, "ArrayBlockingQueue(100), 4 to 4", 500_000, 4)(ArrayBlockingQueue[Elem](100))
+    val subjects = Vector(
+      channel("SyncChannel", 1_000_000)(SyncChannel[Elem]()),
+      queue("SynchronousQueue put/take", 1_000_000)(SynchronousQueue[Elem]()),
+      Subject("spin hand-off on two volatiles", 1_000_000) { k =>
+        val cell = SpinCell()
+        transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
+      },
+      channel("BufferedChannel(1)", 1_000_000)(BufferedChannel[Elem](1)),
+      queue("ArrayBlockingQueue(1)", 1_000_000)(ArrayBlockingQueue[Elem](1)),
+      channel("BufferedChannel(16)", 2_000_000)(BufferedChannel[Elem](16)),
+      queue("ArrayBlockingQueue(16)", 2_000_000)(ArrayBlockingQueue[Elem](16)),
+      channel("BufferedChannel(100)", 2_000_000, allocation = Allocation.AllThreads)(BufferedChannel[Elem](100)),
+      queue("ArrayBlockingQueue(100)", 2_000_000, allocation = Allocation.AllThreads)(ArrayBlockingQueue[Elem](100)),
+      channel("UnboundedChannel", 2_000_000)(UnboundedChannel[Elem]()),
+      queue("LinkedTransferQueue put/take", 2_000_000)(LinkedTransferQueue[Elem]()),
+      channel("BufferedChannel(100), 4 to 4", 2_000_000, 4)(BufferedChannel[Elem](100)),
+      queue("ArrayBlockingQueue(100), 4 to 4", 2_000_000, 4)(ArrayBlockingQueue[Elem](100)),
+      multiplexed
+    )
+    val m = h.measureTogether(subjects*).map(x => x.name -> x).toMap
+    def compare(subject: String, baseline: String, target: Option[String]) = Comparison(m(subject), m(baseline), target)
     SuiteResult(name, Seq(
-      Comparison(rendezvous, synchronousQueue, Some(">= 1.0x")),
-      Comparison(buffered1, arrayQueue1, None),
-      Comparison(buffered16, arrayQueue16, Some(">= 1.0x")),
-      Comparison(buffered100, arrayQueue100, Some(">= 1.0x")),
-      Comparison(unbounded, transferQueue, Some(">= 1.0x")),
-      Comparison(buffered100x4, arrayQueue100x4, Some(">= 1.0x")),
-      Comparison(rendezvous, spin, Some(">= 0.3x")),
-      multiplexed(h, buffered16)
-    ), buffered100.bytesPerOp.toSeq.map { b =>
+      compare("SyncChannel", "SynchronousQueue put/take", Some(">= 1.0x")),
+      compare("BufferedChannel(1)", "ArrayBlockingQueue(1)", None),
+      compare("BufferedChannel(16)", "ArrayBlockingQueue(16)", Some(">= 1.0x")),
+      compare("BufferedChannel(100)", "ArrayBlockingQueue(100)", Some(">= 1.0x")),
+      compare("UnboundedChannel", "LinkedTransferQueue put/take", Some(">= 1.0x")),
+      compare("BufferedChannel(100), 4 to 4", "ArrayBlockingQueue(100), 4 to 4", Some(">= 1.0x")),
+      compare("SyncChannel", "spin hand-off on two volatiles", Some(">= 0.3x")),
+      compare("ChannelMultiplexer, 1 to 1", "BufferedChannel(16)", Some(">= 0.5x"))
+    ), m("BufferedChannel(100)").bytesPerOp.toSeq.map { b =>
       Figure("BufferedChannel(100) allocation per element", b, "B/op", Some("<= 16 B/op"))
     })
 
-  /** A row moving `k` values through a fresh channel from `parties` senders to `parties` readers. */
-  private def channelRow(h: Harness, name: String, fullOps: Int, parties: Int = 1, countAllocation: Boolean = false)(
+  /** Values moved through a fresh channel from `parties` senders to `parties` readers. */
+  private def channel(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.None)(
       make: => Channel[Elem]
-  ): Measurement =
-    row(h, name, fullOps, countAllocation) { k =>
+  ): Subject =
+    Subject(name, fullOps, allocation) { k =>
       val ch = make
       transfer(name, k, parties, parties)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
     }
 
-  /** The same for a fresh JDK queue, with `put` and `take`. */
-  private def queueRow(h: Harness, name: String, fullOps: Int, parties: Int = 1, countAllocation: Boolean = false)(
+  /** The same through a fresh JDK queue, with `put` and `take`. */
+  private def queue(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.None)(
       make: => java.util.concurrent.BlockingQueue[Elem]
-  ): Measurement =
-    row(h, name, fullOps, countAllocation) { k =>
+  ): Subject =
+    Subject(name, fullOps, allocation) { k =>
       val q = make
       transfer(name, k, parties, parties)((x, _) => q.put(x))(_ => q.take())
     }
 
-  private def row(h: Harness, name: String, fullOps: Int, countAllocation: Boolean)(body: Int => Unit): Measurement =
-    if countAllocation then withAllocation(h, name, fullOps)(body) else h.measure(name, fullOps)(body)
-
-  /** One publisher and one subscriber (both `BufferedChannel(16)`) through a multiplexer, against
-    * `plain`: the same transfer on one `BufferedChannel(16)`. The multiplexer's loop and delivery
-    * futures live in a scope of the measured body, so they start and end in every iteration.
+  /** One publisher and one subscriber (both `BufferedChannel(16)`) through a multiplexer, to be
+    * compared with the same transfer on one `BufferedChannel(16)`. The multiplexer's loop and
+    * delivery futures live in a scope of the measured body, so they start and end in every call.
     */
-  private def multiplexed(h: Harness, plain: Measurement): Comparison =
-    val m = h.measure("ChannelMultiplexer, 1 to 1", 500_000) { k =>
+  private def multiplexed: Subject =
+    Subject("ChannelMultiplexer, 1 to 1", 2_000_000) { k =>
       Async.blocking {
         val pub = BufferedChannel[Elem](16)
         val sub = BufferedChannel[scala.util.Try[Elem]](16)
@@ -94,19 +96,6 @@ object ChannelSuite extends Suite:
         mux.close()
       }
     }
-    Comparison(m, plain, Some(">= 0.5x"))
-
-  /** `h.measure`, then one more call of `body` whose allocation is counted over all threads: the
-    * Harness counts the calling thread only, and here the work is done by the virtual threads
-    * `transfer` starts (whose own counters read -1; their carriers are counted).
-    */
-  private def withAllocation(h: Harness, name: String, fullOps: Int)(body: Int => Unit): Measurement =
-    var ops = 0
-    val m = h.measure(name, fullOps) { k => ops = k; body(k) }
-    val before = threadBean.getTotalThreadAllocatedBytes
-    body(ops)
-    val after = threadBean.getTotalThreadAllocatedBytes
-    if before < 0 || after < 0 then m else m.copy(bytesPerOp = Some((after - before).toDouble / ops))
 
   /** Sends the values `boxes(i & Mask)` for `i` in `0 until k` from `senders` virtual threads
     * (sender `j` sends `i = j, j + senders, ...`) to `receivers` virtual threads (each takes its

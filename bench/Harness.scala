@@ -44,33 +44,64 @@ final case class Comparison(subject: Measurement, baseline: Measurement, target:
 final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure])
 final case class Figure(name: String, value: Double, unit: String, target: Option[String])
 
+/** Something to measure: `body(ops)` runs `ops` operations (`fullOps` scaled by the plan). */
+final case class Subject(name: String, fullOps: Int, allocation: Allocation = Allocation.None)(val body: Int => Unit)
+
+/** Whose allocation a subject's figure counts: none, the calling thread's (the work is done
+  * there), or every thread's (the work is done by threads the body starts: virtual threads'
+  * own counters read -1, so their carriers are what is counted).
+  */
+enum Allocation:
+  case None, CallingThread, AllThreads
+
 /** Measures bodies that run `ops` operations each call. */
 final class Harness(val plan: Plan, val progress: String => Unit):
   private val threadBean = ManagementFactory.getThreadMXBean.asInstanceOf[com.sun.management.ThreadMXBean]
 
-  /** Warm-up, then `plan.iterations` timed calls of `body(ops)`; allocation is counted on the
-    * calling thread during one extra call (so work done on other threads is not included).
-    */
+  /** One subject alone: see `measureTogether`. */
   def measure(name: String, fullOps: Int, countAllocation: Boolean = false)(body: Int => Unit): Measurement =
-    val ops = plan.ops(fullOps)
-    for i <- 1 to plan.warmup do
-      progress(s"$name: warm-up $i/${plan.warmup}")
-      body(ops)
-    val gcBefore = gcCount()
-    val rates = (1 to plan.iterations).map { i =>
-      progress(s"$name: iteration $i/${plan.iterations}")
+    measureTogether(Subject(name, fullOps, if countAllocation then Allocation.CallingThread else Allocation.None)(body)).head
+
+  /** Measures subjects that will be compared in turns: every warm-up round and every measured
+    * round calls each subject's body once, each round starting one subject later. A shared
+    * machine has slow spells (a neighbour's burst, both carrier threads on one core) that last
+    * for several calls; measured one after the other, a spell falls on one subject and skews its
+    * ratio, while in turns it falls on all of them alike. After the rounds, one more call of each
+    * subject that counts allocation does so (see [[Allocation]]).
+    */
+  def measureTogether(subjects: Subject*): IndexedSeq[Measurement] =
+    val n = subjects.size
+    val ops = subjects.map(s => plan.ops(s.fullOps)).toIndexedSeq
+    for round <- 1 to plan.warmup; j <- 0 until n do
+      progress(s"${subjects(j).name}: warm-up $round/${plan.warmup}")
+      subjects(j).body(ops(j))
+    val rates = IndexedSeq.fill(n)(Seq.newBuilder[Double])
+    val gcs = Array.fill(n)(0L)
+    for round <- 1 to plan.iterations; t <- 0 until n do
+      val j = (round + t) % n
+      progress(s"${subjects(j).name}: iteration $round/${plan.iterations}")
+      val gcBefore = gcCount()
       val t0 = System.nanoTime()
-      body(ops)
-      ops / ((System.nanoTime() - t0) / 1e9)
+      subjects(j).body(ops(j))
+      val elapsed = System.nanoTime() - t0
+      gcs(j) += gcCount() - gcBefore
+      rates(j) += ops(j) / (elapsed / 1e9)
+    subjects.indices.map { j =>
+      val s = subjects(j)
+      Measurement(s.name, rates(j).result(), allocatedPerOp(s.allocation, s.body, ops(j)), gcs(j))
     }
-    val gcs = gcCount() - gcBefore
-    val bytes = Option.when(countAllocation) {
-      val id = Thread.currentThread.threadId
-      val before = threadBean.getThreadAllocatedBytes(id)
+
+  /** Bytes allocated per operation during one call of `body(ops)`, as `allocation` says to count. */
+  private def allocatedPerOp(allocation: Allocation, body: Int => Unit, ops: Int): Option[Double] =
+    def perOp(count: () => Long): Option[Double] =
+      val before = count()
       body(ops)
-      (threadBean.getThreadAllocatedBytes(id) - before).toDouble / ops
-    }
-    Measurement(name, rates, bytes, gcs)
+      val after = count()
+      Option.when(before >= 0 && after >= 0)((after - before).toDouble / ops)
+    allocation match
+      case Allocation.None          => scala.None
+      case Allocation.CallingThread => perOp(() => threadBean.getThreadAllocatedBytes(Thread.currentThread.threadId))
+      case Allocation.AllThreads    => perOp(() => threadBean.getTotalThreadAllocatedBytes)
 
   private def gcCount(): Long =
     ManagementFactory.getGarbageCollectorMXBeans.asScala.map(_.getCollectionCount.max(0L)).sum

@@ -35,14 +35,16 @@ object FileSuite extends Suite:
             val size = text.length // ASCII: bytes == chars
             def check(s: String) = if s.length != size then throw IllegalStateException(s"read ${s.length} chars of $size from $path")
             Files.writeString(file, text)
-            val read = h.measure(s"PIO readString $label", fullOps) { k =>
-              times(k)(check(PIOHelper.withFile(path)(_.readString(size).value)))
-            }
-            val filesRead = h.measure(s"Files.readString $label", fullOps) { k => times(k)(check(Files.readString(file))) }
-            val write = h.measure(s"PIO writeString $label", fullOps) { k =>
-              times(k)(PIOHelper.withFile(path, Open.CREATE, Open.TRUNCATE_EXISTING, Open.WRITE)(_.writeString(text).value))
-            }
-            val filesWrite = h.measure(s"Files.writeString $label", fullOps) { k => times(k)(Files.writeString(file, text)) }
+            val IndexedSeq(read, filesRead) = h.measureTogether(
+              Subject(s"PIO readString $label", fullOps)(k => times(k)(check(PIOHelper.withFile(path)(_.readString(size).value)))),
+              Subject(s"Files.readString $label", fullOps)(k => times(k)(check(Files.readString(file))))
+            ): @unchecked
+            val IndexedSeq(write, filesWrite) = h.measureTogether(
+              Subject(s"PIO writeString $label", fullOps) { k =>
+                times(k)(PIOHelper.withFile(path, Open.CREATE, Open.TRUNCATE_EXISTING, Open.WRITE)(_.writeString(text).value))
+              },
+              Subject(s"Files.writeString $label", fullOps)(k => times(k)(Files.writeString(file, text)))
+            ): @unchecked
             if Files.size(file) != size then throw IllegalStateException(s"$path has ${Files.size(file)} bytes, wrote $size")
             val target = if size > 4 then ">= 0.87x (time <= 1.15x)" else ">= 0.67x (time <= 1.5x)"
             Seq(Comparison(read, filesRead, Some(target)), Comparison(write, filesWrite, Some(target)))

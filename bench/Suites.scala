@@ -29,17 +29,20 @@ object FutureSuite extends Suite:
   private val inc: Int => Int = _ + 1
 
   def run(h: Harness): SuiteResult =
-    val (thread, future) = onVirtualThread {
-      val thread = h.measure("virtual thread start+join", 200_000)(k => times(k)(Thread.ofVirtual().start(() => ()).join()))
-      val future = h.measure("Future start+await", 200_000)(k => Async.blocking(times(k)(Future(1).value)))
-      (thread, future)
-    }
-    val ours = h.measure("Promise complete+mapValue", 2_000_000, countAllocation = true) { k =>
-      times(k) { val p = Promise[Int](); p.complete(ok); p.mapValue(inc) }
-    }
-    val scala = h.measure("scala Promise complete+map", 2_000_000, countAllocation = true) { k =>
-      times(k) { val p = ScalaPromise[Int](); p.complete(ok); p.future.map(inc)(using ExecutionContext.parasitic) }
-    }
+    val IndexedSeq(thread, future) = onVirtualThread {
+      h.measureTogether(
+        Subject("virtual thread start+join", 200_000)(k => times(k)(Thread.ofVirtual().start(() => ()).join())),
+        Subject("Future start+await", 200_000)(k => Async.blocking(times(k)(Future(1).value)))
+      )
+    }: @unchecked
+    val IndexedSeq(ours, scala) = h.measureTogether(
+      Subject("Promise complete+mapValue", 2_000_000, Allocation.CallingThread) { k =>
+        times(k) { val p = Promise[Int](); p.complete(ok); p.mapValue(inc) }
+      },
+      Subject("scala Promise complete+map", 2_000_000, Allocation.CallingThread) { k =>
+        times(k) { val p = ScalaPromise[Int](); p.complete(ok); p.future.map(inc)(using ExecutionContext.parasitic) }
+      }
+    ): @unchecked
     SuiteResult(name, Seq(
       Comparison(future, thread, Some(">= 0.8x")),
       Comparison(ours, scala, Some(">= 1.0x, <= 48 B/op"))
@@ -57,22 +60,24 @@ object RaceSuite extends Suite:
     onVirtualThread {
       Async.blocking {
         def three() = (Future { Thread.sleep(5); 1 }, Future { Thread.sleep(10); 2 }, Future { Thread.sleep(15); 3 })
-        val race = h.measure("race of three", 40) { k =>
-          times(k) { val (a, b, c) = three(); Async.await(Async.race(a, b, c)); b.cancel(); c.cancel() }
-        }
-        val fastest = h.measure("await the fastest", 40) { k =>
-          times(k) { val (a, b, c) = three(); a.value; b.cancel(); c.cancel() }
-        }
-        val spin = h.measure("spin on a flag", 40) { k =>
-          times(k) {
-            val done = AtomicBoolean(false)
-            val ts = Seq(5, 10, 15).map { ms =>
-              Thread.ofVirtual().start(() => try { Thread.sleep(ms); done.set(true) } catch case _: InterruptedException => ())
+        val IndexedSeq(race, fastest, spin) = h.measureTogether(
+          Subject("race of three", 40) { k =>
+            times(k) { val (a, b, c) = three(); Async.await(Async.race(a, b, c)); b.cancel(); c.cancel() }
+          },
+          Subject("await the fastest", 40) { k =>
+            times(k) { val (a, b, c) = three(); a.value; b.cancel(); c.cancel() }
+          },
+          Subject("spin on a flag", 40) { k =>
+            times(k) {
+              val done = AtomicBoolean(false)
+              val ts = Seq(5, 10, 15).map { ms =>
+                Thread.ofVirtual().start(() => try { Thread.sleep(ms); done.set(true) } catch case _: InterruptedException => ())
+              }
+              while !done.get do Thread.onSpinWait()
+              ts.foreach(_.interrupt())
             }
-            while !done.get do Thread.onSpinWait()
-            ts.foreach(_.interrupt())
           }
-        }
+        ): @unchecked
         SuiteResult(name, Seq(Comparison(race, fastest, Some(">= 0.95x")), Comparison(race, spin, None)), Nil)
       }
     }

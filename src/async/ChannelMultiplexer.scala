@@ -93,11 +93,29 @@ object ChannelMultiplexer:
     Future(m.loop())
     m
 
+  /** How many ready values the loop takes from one publisher before it races them all again. */
+  private val DrainLimit = 64
+
   private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async) extends ChannelMultiplexer[T]:
 
     private final class Pub(val channel: ReadableChannel[T]):
       /** False once removed: the loop's pending reads of this channel refuse its values. */
       @volatile var active = true
+      /** The loop's listener for values ready now (`canRead.poll`): it takes a value while this
+        * publisher is active and the multiplexer open, with the subscribers there are as it does.
+        * Only the loop uses it, one poll at a time, so one serves every poll.
+        */
+      val ready: Ready = Ready(this)
+
+    private final class Ready(p: Pub) extends Listener[Try[T]]:
+      var value: Try[T] | Null = null
+      var targets: Vector[Sub] = Vector.empty
+      def apply(v: Try[T]): Boolean =
+        if !p.active || closed then false
+        else
+          value = v
+          targets = subs
+          true
 
     private final class Sub(val out: SendableChannel[Try[T]]):
       val queue: BufferedChannel[Try[T]] = BufferedChannel[Try[T]](buffer)
@@ -113,8 +131,9 @@ object ChannelMultiplexer:
 
       /** Wakes the loop if it waits for room here; call after changing `queued`, `gone` or `closed`. */
       def wake(): Unit =
-        val p = roomWaiter.getAndSet(null)
-        if p != null then p.complete(Success(()))
+        if roomWaiter.get != null then // a read first: the delivery calls this for every value
+          val p = roomWaiter.getAndSet(null)
+          if p != null then p.complete(Success(()))
 
     private sealed trait Event
     private case object Wake extends Event
@@ -239,8 +258,29 @@ object ChannelMultiplexer:
             case got: Got =>
               got.value match
                 case Failure(_: ChannelClosedException) => dropPublisher(got.pub)
-                case value                              => handOut(value, got.targets)
+                case value =>
+                  handOut(value, got.targets)
+                  drain(got.pub)
       finally shutdown()
+
+    /** After a value from `p`, takes the values `p` has ready now, up to `DrainLimit`, without a
+      * race: a busy publisher costs one poll per value instead of a race built, registered and
+      * dropped per value. The limit keeps the other publishers and the control channel served.
+      */
+    private def drain(p: Pub)(using Async): Unit =
+      val ready = p.ready
+      var n = 0
+      while n < DrainLimit && p.channel.canRead.poll(ready) do
+        val value = ready.value.nn
+        val targets = ready.targets
+        ready.value = null
+        value match
+          case Failure(_: ChannelClosedException) =>
+            dropPublisher(p)
+            n = DrainLimit
+          case _ =>
+            handOut(value, targets)
+            n += 1
 
     private def dropPublisher(p: Pub): Unit = lock.synchronized {
       p.active = false

@@ -24,7 +24,10 @@ import scala.util.{Failure, Success, Try}
  *
  * Deviations from the paper (and where it differs from the two implementations read):
  *  1. Threads block instead of suspending: a waiter is a [[Waiter]] (thread + payload + a word
- *     decided by CAS), parked with the runtime's park. A rendezvous waiter spins briefly first.
+ *     decided by CAS), parked with the runtime's park. Where the other party is likely a step
+ *     behind, a party spins a bounded number of times first (see "Spinning" in the object).
+ *     Unlike the paper, an FAA reader that finds its sender in flight (S > r, cell empty) waits
+ *     for it a little before poisoning the cell.
  *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
  *     rides in its Waiter), as jox does, rather than in a parallel array.
  *  3. Cancellation is a future's cancel or a thread interrupt (also inside `read`/`send` of a
@@ -67,11 +70,14 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   // State. Every field below is read and written through its VarHandle or as a volatile.
 
   /** S: the number of send attempts so far (low 62 bits) and the closed bit (bit 62). */
-  @volatile private var sendersAndClosed: Long = 0L
+  private val sCounter = PaddedCounter(0L)
+  private inline def sendersAndClosed: Long = sCounter.get
   /** R: the number of FAA reads so far, plus heads committed by listener reads. */
-  @volatile private var receivers: Long = 0L
+  private val rCounter = PaddedCounter(0L)
+  private inline def receivers: Long = rCounter.get
   /** B: cells below it are buffer cells. 0 and never moved for rendezvous; unused for unbounded. */
-  @volatile private var bufferEnd: Long = if isBuffered then capacity.toLong else 0L
+  private val bCounter = PaddedCounter(if isBuffered then capacity.toLong else 0L)
+  private inline def bufferEnd: Long = bCounter.get
   /** The index of the first cell no sender will ever reach; Long.MaxValue while open. */
   @volatile private var closedAt: Long = Long.MaxValue
 
@@ -118,7 +124,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         if isClosed then return Closed
         if wouldWait() && listeners.isEmpty then return NotSent
       var seg = sendSegment
-      val scf = SendersAndClosed.getAndAdd(this, 1L): Long
+      val scf = sCounter.getAndAdd(1L)
       if isClosedWord(scf) then return Closed // the send started after close
       val s = scf & CounterMask
       val id = s / SegmentSize
@@ -130,7 +136,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         seg = found
         if seg.id != id then
           // the segment of s was removed (all its cells interrupted): jump S over it and retry
-          SendersAndClosed.compareAndSet(this, scf + 1, seg.id * SegmentSize)
+          sCounter.compareAndSet(scf + 1, seg.id * SegmentSize)
           skip = true
       if !skip then
         updateCellSend(seg, i, s, v, async) match
@@ -151,6 +157,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * NotSent (trySend only).
     */
   private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Marker =
+    if async != null && isRendezvous && rendezvousArrival(seg, i, s, v) then return Buffered
     while true do
       val state = seg.cell(i)
       if state == null then
@@ -192,6 +199,19 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           else illegal("send", state, seg, i)
     throw IllegalStateException("unreachable")
 
+  /** A blocking rendezvous send's first move: the reader of index `s` is often about to come.
+    * Watch R alone until it passes `s` (the cell's line is being written by the reader of the
+    * cell before), then deposit the value with one CAS (reading the cell first would take its
+    * line twice). True if deposited; false (the reader did not come in time, or the cell
+    * changed) leaves the cell to the general path.
+    */
+  private def rendezvousArrival(seg: Segment, i: Int, s: Long, v: AnyRef): Boolean =
+    var patience = ArrivalPatience
+    while patience > 0 && s >= receivers do
+      patience -= 1
+      Thread.onSpinWait()
+    patience > 0 && seg.cas(i, null, v) && { notifyListeners(); true }
+
   /** trySend with listeners registered: our trial waiter has been offered to them; withdraw it
     * unless one took it.
     */
@@ -225,7 +245,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private def doReceive(async: Async): AnyRef =
     while true do
       var seg = receiveSegment
-      val r = Receivers.getAndAdd(this, 1L): Long
+      val r = rCounter.getAndAdd(1L)
       val id = r / SegmentSize
       val i = (r % SegmentSize).toInt
       var skip = false
@@ -234,7 +254,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         if found == null then return Closed // beyond the closed chain
         seg = found
         if seg.id != id then
-          Receivers.compareAndSet(this, r + 1, seg.id * SegmentSize) // skip a removed segment
+          rCounter.compareAndSet(r + 1, seg.id * SegmentSize) // skip a removed segment
           skip = true
       if !skip then
         val result = updateCellReceive(seg, i, r, async)
@@ -248,10 +268,21 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   /** One cell, from the FAA reader's side: a value, or Failed, or Closed. */
   private def updateCellReceive(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
+    var patience = if isRendezvous then ArrivalPatience else SenderPatience
     while true do
       val state = seg.cell(i)
       if state == null || (state eq IN_BUFFER) then
-        if r >= (sendersAndClosed & CounterMask) then
+        if patience > 0 && (isRendezvous || r < (sendersAndClosed & CounterMask)) then
+          // Wait a little for the value: on a rendezvous channel the sender of this index is
+          // often about to come, and on any channel a sender that has taken it is between its
+          // FAA and its write. Watch the cell alone: S would be one more line to pull.
+          var st = state
+          while patience > 0 && (st == null || (st eq IN_BUFFER)) do
+            patience -= 1
+            Thread.onSpinWait()
+            st = seg.cell(i)
+          patience = 0 // once: then park or poison below
+        else if r >= (sendersAndClosed & CounterMask) then
           // no sender has this index yet: park here
           val w = Waiter(Thread.currentThread, null, async.runtime)
           if seg.cas(i, state, w) then
@@ -323,7 +354,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val seg = segmentOf(r)
       if seg == null then return k(Failure(ChannelClosedException())) // beyond the closed chain
       if seg.id != r / SegmentSize then
-        Receivers.compareAndSet(this, r, seg.id * SegmentSize) // removed segment: skip it
+        rCounter.compareAndSet(r, seg.id * SegmentSize) // removed segment: skip it
       else
         val i = (r % SegmentSize).toInt
         val state = seg.cell(i)
@@ -346,8 +377,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           case _: Reserved => spinWait() // another listener read is deciding
           case _ =>
             if state eq RESUMING then spinWait()
-            else if state eq INTERRUPTED_SEND then Receivers.compareAndSet(this, r, r + 1) // skip; not a window cell
-            else if state eq TAKEN then { if Receivers.compareAndSet(this, r, r + 1) then expandBuffer() } // help commit
+            else if state eq INTERRUPTED_SEND then rCounter.compareAndSet(r, r + 1) // skip; not a window cell
+            else if state eq TAKEN then { if rCounter.compareAndSet(r, r + 1) then expandBuffer() } // help commit
             else if state eq CLOSED then return k(Failure(ChannelClosedException()))
             else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then () // R moved on
             else
@@ -383,7 +414,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     */
   private def commitHead(seg: Segment, i: Int, r: Long): Unit =
     seg.setCell(i, TAKEN)
-    if Receivers.compareAndSet(this, r, r + 1) then expandBuffer()
+    if rCounter.compareAndSet(r, r + 1) then expandBuffer()
     seg.cleanPrev()
 
   /** Offers the head to registered listeners until a full pass takes nothing. */
@@ -411,7 +442,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       var done = false
       while !done do
         var seg = bufferEndSegment
-        val b = BufferEnd.getAndAdd(this, 1L): Long
+        val b = bCounter.getAndAdd(1L)
         val id = b / SegmentSize
         var skip = false
         if seg.id != id then
@@ -422,7 +453,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             // a removed segment held only interrupted senders (a reader's cell keeps its segment
             // alive until processed here), so skipping it loses no window cell
             if seg.id != id then
-              BufferEnd.compareAndSet(this, b + 1, seg.id * SegmentSize)
+              bCounter.compareAndSet(b + 1, seg.id * SegmentSize)
               skip = true
         else ()
         if !done && !skip then
@@ -463,7 +494,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def close(): Unit =
     var scf = sendersAndClosed
-    while !isClosedWord(scf) && !SendersAndClosed.compareAndSet(this, scf, scf | ClosedBit) do
+    while !isClosedWord(scf) && !sCounter.compareAndSet(scf, scf | ClosedBit) do
       scf = sendersAndClosed
     if !isClosedWord(scf) then // we closed it
       val last = scf & CounterMask
@@ -649,6 +680,23 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     s"Channel($kind${if isClosed then ", closed" else ""})"
 
 /** Definitions shared by every channel: the cell-state catalogue, waiters, segments. */
+/** A long on cache lines of its own: the sender and reader counters of a channel are written by
+  * different threads on every operation, and on one line each write would take it from the other.
+  */
+private[async] abstract class CounterPadBefore:
+  protected var p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p10, p11, p12, p13, p14: Long = 0L
+private[async] abstract class CounterValue extends CounterPadBefore:
+  @volatile protected var value: Long = 0L
+private[async] final class PaddedCounter(initial: Long) extends CounterValue:
+  protected var q00, q01, q02, q03, q04, q05, q06, q07, q08, q09, q10, q11, q12, q13, q14: Long = 0L
+  value = initial
+  inline def get: Long = value
+  def getAndAdd(n: Long): Long = PaddedCounter.Value.getAndAdd(this, n)
+  def compareAndSet(expected: Long, next: Long): Boolean = PaddedCounter.Value.compareAndSet(this, expected, next)
+private[async] object PaddedCounter:
+  private val Value: VarHandle =
+    MethodHandles.privateLookupIn(classOf[CounterValue], MethodHandles.lookup()).findVarHandle(classOf[CounterValue], "value", java.lang.Long.TYPE)
+
 private[async] object SegmentChannel:
   final val Unbounded = -1
   /** Cells per segment: 32, as in the paper, jox and kotlinx (measured there as the best trade). */
@@ -747,14 +795,24 @@ private[async] object SegmentChannel:
   private def spinWait(): Unit =
     if java.util.concurrent.ThreadLocalRandom.current().nextInt(16) == 0 then Thread.`yield`() else Thread.onSpinWait()
 
-  /** How many times a rendezvous waiter on a virtual thread yields before parking. A yield lets
-    * the other party run on this carrier, and often it resumes us before we park. Measured with
-    * `asyncpipe bench channels` on 2 quiet cores (rendezvous, M ops/s): 0 yields 2.1, 2 yields
-    * 2.3-2.7, 8 yields 3.4, 32 yields 2.4, 128 yields 2.7; spinning with onSpinWait instead (jox
-    * spins 128 times) fell to 0.02-0.16 on a loaded machine, where the spinner holds the carrier
-    * its partner needs. Tunable with -Dasyncpipe.channel.yields.
-    */
-  private val RendezvousYields: Int = sys.props.get("asyncpipe.channel.yields").flatMap(_.toIntOption).getOrElse(8)
+  // Spinning. Parking and unparking a virtual thread costs microseconds; a partner one step
+  // behind costs tens of nanoseconds. So a party spins (Thread.onSpinWait, a bounded number of
+  // times, watching one word) where the other is likely close, then parks. Measured on 2 cores
+  // (`asyncpipe bench channels`, rendezvous, one sender, one reader; SynchronousQueue, which also
+  // spins 128 times, at 7-10 M ops/s in the same runs): parking at once 2.1 M ops/s; 8 yields
+  // (Thread.yield) before parking 2.4-3.4 M; readers that poison a cell whose sender is in flight
+  // (the paper's rule) poisoned 37 % of the cells; with the patience below, 0.1 %, and the spins
+  // below, 5.5-7 M. A slow spell of the machine (both carriers on one core) costs spinning
+  // parties about as much as SynchronousQueue (1.7 vs 2.3 M ops/s in such a spell).
+
+  /** How long an FAA reader waits for a sender that has taken the reader's index (S > r) but not
+    * yet written the cell, before it poisons the cell (both then retry with new indexes). */
+  private val SenderPatience: Int = 64
+  /** How long a rendezvous party waits for its partner to arrive before it leaves a waiter: a
+    * sender watches R, a reader its cell. Blocking operations only (not trySend). */
+  private val ArrivalPatience: Int = 128
+  /** How long a rendezvous waiter spins on its word before it parks. */
+  private val RendezvousSpins: Int = 128
 
   // ---------------------------------------------------------------------------------------------
   // Waiters
@@ -778,7 +836,11 @@ private[async] object SegmentChannel:
     def resumeClaimed(): Unit =
       data = RESUMED
       wake()
-    private def wake(): Unit = if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
+    /** Set (then a full fence) by the waiter just before it parks: a resumer unparks only then. */
+    @volatile var parking: Boolean = false
+    private def wake(): Unit =
+      if parking then
+        if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
 
     def awaitSend(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): Marker =
       await(seg, i, async, ch)
@@ -793,14 +855,17 @@ private[async] object SegmentChannel:
       * and restored on return.
       */
     private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
-      var spins = if ch.capacity == 0 && thread.isVirtual then RendezvousYields else 0
+      var spins = if ch.capacity == 0 then RendezvousSpins else 0
       var heldInterrupt = false
       var d = data
       while d == null || (d eq CLAIMED) do
         if d eq CLAIMED then spinWait() // a listener read is deciding on our value
         else if spins > 0 then
           spins -= 1
-          Thread.`yield`() // lets the other party run on this carrier: often it resumes us
+          Thread.onSpinWait()
+        else if !parking then
+          parking = true
+          VarHandle.fullFence()
         else
           async.runtime.park(this)
           if data == null then
@@ -850,7 +915,7 @@ private[async] object SegmentChannel:
     inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
     inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
 
-    def cleanPrev(): Unit = prev = null
+    def cleanPrev(): Unit = if prev != null then prev = null // no write when already clean: every operation calls it
     def isRemoved: Boolean = get == 0
     def isTail: Boolean = next == null || (next eq ClosedChain)
     def liveNext: Segment | Null = { val n = next; if n eq ClosedChain then null else n }
@@ -936,9 +1001,6 @@ private[async] object SegmentChannel:
 
   // Channel fields
   private val lookup = MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
-  private val SendersAndClosed = lookup.findVarHandle(classOf[SegmentChannel[?]], "sendersAndClosed", java.lang.Long.TYPE)
-  private val Receivers = lookup.findVarHandle(classOf[SegmentChannel[?]], "receivers", java.lang.Long.TYPE)
-  private val BufferEnd = lookup.findVarHandle(classOf[SegmentChannel[?]], "bufferEnd", java.lang.Long.TYPE)
   private val SendSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "sendSegment", classOf[Segment])
   private val ReceiveSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "receiveSegment", classOf[Segment])
   private val BufferEndSegment = lookup.findVarHandle(classOf[SegmentChannel[?]], "bufferEndSegment", classOf[Segment])

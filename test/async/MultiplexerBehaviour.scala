@@ -140,6 +140,43 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       assertClosedNext(sub, "after close")
       assert(!a.isClosed && !b.isClosed, "the multiplexer closed a publisher")
 
+  test("a publisher with thousands of values ready, removed mid-stream: each value either forwarded or left in it, once, in order"):
+    Async.blocking:
+      val n = 5000
+      val m = ChannelMultiplexer[Int]()
+      val sub = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(sub)
+      val a = UnboundedChannel[Int]()
+      (0 until n).foreach(a.send)
+      m.addPublisher(a) // everything is ready at once: the loop takes most values without racing
+      val early = nextN(sub, 1000, "the first thousand values")
+      m.removePublisher(a)
+      (n until n + 100).foreach(a.send) // sent after the removal returned: none may be taken
+      m.close()
+      val forwarded = early ++ Iterator.continually(next(sub, "up to the close")).takeWhile(_.isSuccess).toList
+      val left = Iterator.continually(a.tryRead()).takeWhile(_.isDefined).map(_.get.get).toList
+      assertEquals(forwarded.map(_.get) ++ left, (0 until n + 100).toList, s"forwarded ${forwarded.size}, left ${left.size}")
+
+  test("two publishers with values ready are served in turns: neither waits for the other to empty"):
+    Async.blocking:
+      val n = 3000
+      val m = ChannelMultiplexer[Int]()
+      val sub = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(sub)
+      val a = UnboundedChannel[Int]()
+      val b = UnboundedChannel[Int]()
+      (0 until n).foreach(a.send)
+      (0 until n).foreach(i => b.send(n + i))
+      m.addPublisher(a)
+      m.addPublisher(b)
+      val first = nextN(sub, 1000, "the first thousand values").map(_.get)
+      assert(first.exists(_ < n) && first.exists(_ >= n), s"one publisher had the first 1,000 values to itself: ${first.take(5)}...")
+      val rest = nextN(sub, 2 * n - 1000, "the remaining values").map(_.get)
+      val all = first ++ rest
+      assertEquals(all.filter(_ < n), (0 until n).toList, "a's values out of order or lost")
+      assertEquals(all.filter(_ >= n), (n until 2 * n).toList, "b's values out of order or lost")
+      m.close()
+
   test("the loop leaves no registrations behind: an idle publisher and the control side stay clean"):
     val values = 200
     Async.blocking:
