@@ -64,6 +64,29 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   require(capacity >= Unbounded, s"capacity must be -1 (unbounded), 0 (rendezvous) or positive, got $capacity")
 
   private def isRendezvous = capacity == 0
+
+  // The rendezvous spin budget (see "Spinning" in the object). Spinning pays when the partner
+  // runs on another carrier and is a step behind; it is pure loss when the partner waits for
+  // this very carrier (one core, a busy machine, or both virtual threads scheduled on one
+  // carrier: with a fixed budget of 256 spins such a channel fell from 4 M to 0.13 M ops/s on
+  // one carrier). So the budget halves on every spin that ran out and grows back on spins that
+  // paid off. Plain fields: a racy update only nudges the budget.
+  private var spinBudgetNow: Int = SpinMax
+  private var waitsWithoutSpin: Int = 0
+
+  /** How many spins a rendezvous wait may make now. */
+  private[SegmentChannel] def spinBudget(): Int =
+    val b = spinBudgetNow
+    if b > 0 then b
+    else
+      waitsWithoutSpin += 1
+      if waitsWithoutSpin % ProbeEvery == 0 then SpinProbe else 0
+  private[SegmentChannel] def spinPaidOff(): Unit =
+    val b = spinBudgetNow
+    if b < SpinMax then spinBudgetNow = math.min(SpinMax, b * 2 + SpinProbe)
+  private[SegmentChannel] def spinWasted(): Unit =
+    val b = spinBudgetNow
+    if b > 0 then spinBudgetNow = b >> 1
   private def isBuffered = capacity > 0 // buffered with a finite buffer: the only kind that moves B
 
   // ---------------------------------------------------------------------------------------------
@@ -206,11 +229,25 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * changed) leaves the cell to the general path.
     */
   private def rendezvousArrival(seg: Segment, i: Int, s: Long, v: AnyRef): Boolean =
-    var patience = ArrivalPatience
+    val budget = spinBudget()
+    var patience = budget
     while patience > 0 && s >= receivers do
       patience -= 1
       Thread.onSpinWait()
+    if patience == 0 then { if budget > 0 then spinWasted() }
+    else if patience < budget then spinPaidOff() // (the reader was there already: no news)
     patience > 0 && seg.cas(i, null, v) && { notifyListeners(); true }
+
+  /** Spins at most `spins` times (at least once) until cell `i`, empty when last read, holds
+    * something other than null or IN_BUFFER; whether it came to. */
+  private def awaitCell(seg: Segment, i: Int, spins: Int): Boolean =
+    var left = spins
+    var st: AnyRef | Null = null
+    while left > 0 && (st == null || (st eq IN_BUFFER)) do
+      left -= 1
+      Thread.onSpinWait()
+      st = seg.cell(i)
+    left > 0
 
   /** trySend with listeners registered: our trial waiter has been offered to them; withdraw it
     * unless one took it.
@@ -268,20 +305,16 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   /** One cell, from the FAA reader's side: a value, or Failed, or Closed. */
   private def updateCellReceive(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
-    var patience = if isRendezvous then ArrivalPatience else SenderPatience
+    var arrival = if isRendezvous then spinBudget() else 0 // for the sender of this index to come
+    var inFlight = SenderPatience // for a sender that has taken this index to write it
     while true do
       val state = seg.cell(i)
       if state == null || (state eq IN_BUFFER) then
-        if patience > 0 && (isRendezvous || r < (sendersAndClosed & CounterMask)) then
-          // Wait a little for the value: on a rendezvous channel the sender of this index is
-          // often about to come, and on any channel a sender that has taken it is between its
-          // FAA and its write. Watch the cell alone: S would be one more line to pull.
-          var st = state
-          while patience > 0 && (st == null || (st eq IN_BUFFER)) do
-            patience -= 1
-            Thread.onSpinWait()
-            st = seg.cell(i)
-          patience = 0 // once: then park or poison below
+        if arrival > 0 then
+          // Rendezvous: the sender of this index is often about to come. Watch the cell alone:
+          // S would be one more line to pull.
+          if awaitCell(seg, i, arrival) then spinPaidOff() else spinWasted()
+          arrival = 0
         else if r >= (sendersAndClosed & CounterMask) then
           // no sender has this index yet: park here
           val w = Waiter(Thread.currentThread, null, async.runtime)
@@ -289,6 +322,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             expandBuffer() // our index moved the buffer window on
             return w.awaitReceive(seg, i, async, this)
           // else: CAS unsuccessful, repeat
+        else if inFlight > 0 then
+          // a sender has taken this index and is between its FAA and its write
+          awaitCell(seg, i, inFlight)
+          inFlight = 0
         else
           // the sender of this index is on its way but has not written: poison the cell rather
           // than wait; it will retry elsewhere, and so do we
@@ -798,21 +835,26 @@ private[async] object SegmentChannel:
   // Spinning. Parking and unparking a virtual thread costs microseconds; a partner one step
   // behind costs tens of nanoseconds. So a party spins (Thread.onSpinWait, a bounded number of
   // times, watching one word) where the other is likely close, then parks. Measured on 2 cores
-  // (`asyncpipe bench channels`, rendezvous, one sender, one reader; SynchronousQueue, which also
-  // spins 128 times, at 7-10 M ops/s in the same runs): parking at once 2.1 M ops/s; 8 yields
+  // (rendezvous, one sender, one reader, 1 M values a run; SynchronousQueue, which also spins
+  // 128 times, at 8-10 M ops/s in the same runs): parking at once 2.1 M ops/s; 8 yields
   // (Thread.yield) before parking 2.4-3.4 M; readers that poison a cell whose sender is in flight
-  // (the paper's rule) poisoned 37 % of the cells; with the patience below, 0.1 %, and the spins
-  // below, 5.5-7 M. A slow spell of the machine (both carriers on one core) costs spinning
-  // parties about as much as SynchronousQueue (1.7 vs 2.3 M ops/s in such a spell).
+  // (the paper's rule) poisoned 37 % of the cells; with the patience below, 0.1 %, and with the
+  // spins below, 5.5-7 M. Spinning is pure loss where the partner waits for this very carrier
+  // (-Djdk.virtualThreadScheduler.parallelism=1, one core, or both threads scheduled on one
+  // carrier for a while, which happens on a busy machine): there fixed spins fell to 0.13 M
+  // ops/s against SynchronousQueue's 4 M, hence the channel's adaptive budget (`spinBudget`):
+  // 3.0-3.1 M against 3.3-3.4 M.
 
   /** How long an FAA reader waits for a sender that has taken the reader's index (S > r) but not
     * yet written the cell, before it poisons the cell (both then retry with new indexes). */
   private val SenderPatience: Int = 64
-  /** How long a rendezvous party waits for its partner to arrive before it leaves a waiter: a
-    * sender watches R, a reader its cell. Blocking operations only (not trySend). */
-  private val ArrivalPatience: Int = 128
-  /** How long a rendezvous waiter spins on its word before it parks. */
-  private val RendezvousSpins: Int = 128
+  /** The most a rendezvous party spins at each of its waits (for its partner's arrival, then on
+    * its waiter's word before parking); the channel's [[spinBudget]] adapts below it. */
+  private val SpinMax: Int = 128
+  /** A budget that reached 0 is tried again at this size once per `ProbeEvery` waits, so that a
+    * channel whose parties got carriers of their own again finds out. */
+  private val SpinProbe: Int = 16
+  private val ProbeEvery: Int = 256
 
   // ---------------------------------------------------------------------------------------------
   // Waiters
@@ -855,7 +897,8 @@ private[async] object SegmentChannel:
       * and restored on return.
       */
     private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
-      var spins = if ch.capacity == 0 then RendezvousSpins else 0
+      val budget = if ch.capacity == 0 then ch.spinBudget() else 0
+      var spins = budget
       var heldInterrupt = false
       var d = data
       while d == null || (d eq CLAIMED) do
@@ -864,6 +907,7 @@ private[async] object SegmentChannel:
           spins -= 1
           Thread.onSpinWait()
         else if !parking then
+          if budget > 0 then ch.spinWasted()
           parking = true
           VarHandle.fullFence()
         else
@@ -882,6 +926,7 @@ private[async] object SegmentChannel:
                 throw CancellationException(if isSender then "cancelled while sending" else "cancelled while reading")
               // else: resumed (or claimed) meanwhile: the outcome is ours, look again
         d = data
+      if spins < budget && !parking then ch.spinPaidOff() // resumed while spinning
       if heldInterrupt then Thread.currentThread.interrupt()
       d.nn
 
