@@ -91,11 +91,13 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
 
   // A read of a pipe, terminal or FIFO blocks in read(2), which nothing but data or a signal ends.
   override def detached: Boolean = true
+  /** Standard input only: grows its pipe once the stream proves big. */
+  private var growth: PipeSize.Growth | Null = null
 
   def open(): Unit =
     channel = path match
       case None =>
-        PipeSize.grow(0)
+        growth = PipeSize.Growth(0)
         val in = FileInputStream(FileDescriptor.in)
         stdin = in
         in.getChannel
@@ -115,7 +117,9 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
     var done = false
     while !done && !closed do
       val n = try fill(ch, reader.room) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
-      if n > 0 then reader.filled(emit)
+      if n > 0 then
+        if growth != null then growth.nn.passed(n)
+        reader.filled(emit)
       else if n < 0 && !follow then
         reader.finish(emit)
         done = true
@@ -182,11 +186,15 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
         try file = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, mode)
         catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $path", e))
         out = OwnedOutput(file.nn)
-      case _ => PipeSize.grow(1)
+      case _ => growth = PipeSize.Growth(1)
     writer = FrameWriter(framing, out)
+
+  /** Standard output only: grows its pipe once the stream proves big. */
+  private var growth: PipeSize.Growth | Null = null
 
   def write(batch: FrameBatch)(using Async): Unit =
     writer.nn.write(batch)
+    if growth != null then growth.nn.passed(batch.length)
     if batch.framing == framing || !countFrames then counters.add(batch, countFrames)
     else
       // Re-encoded (a UDP datagram, a frame of another stage's framing): count the bytes written.

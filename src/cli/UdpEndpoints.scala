@@ -140,9 +140,11 @@ object UdpOutput:
   /** The largest UDP payload over IPv4. */
   val MaxPayload: Int = 65507
 
-/** `tick:DURATION[,count=N]`: one frame every DURATION at a fixed rate, the first at once; each
-  * frame is its slot number (1, 2, 3, ...). When the next stage holds a tick up past later slots,
-  * those slots are skipped (no burst to catch up), and their numbers with them.
+/** `tick:DURATION[,count=N]`: one frame every DURATION at a fixed rate, the first at once; the
+  * frames are numbered 1, 2, 3, ... When a tick comes late past later slots of the grid (the next
+  * stage held it up, or the machine was busy), those slots are skipped: no burst to catch up,
+  * and the numbering goes on from the last frame (it used to jump with the slots, so a start-up
+  * delay of a few milliseconds turned `tick:1ms,count=3` into 1, 5, 6).
   */
 final class TickInput(val address: Address.Tick) extends Input:
   def open(): Unit = ()
@@ -157,7 +159,7 @@ final class TickInput(val address: Address.Tick) extends Input:
       val due = start + slot * period
       val wait = due - System.nanoTime()
       if wait > 0 then sleep((wait + 999_999) / 1_000_000)
-      val text = (slot + 1).toString.getBytes(StandardCharsets.US_ASCII)
+      val text = (sent + 1).toString.getBytes(StandardCharsets.US_ASCII)
       out.send(FrameBatch.single(text, 0, text.length))
       counters.frames += 1
       counters.bytes += text.length

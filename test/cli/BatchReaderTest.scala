@@ -165,6 +165,22 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
       Files.delete(dir)
   }
 
+  test("PipeSize.Growth: the pipe is grown once, on another thread, when the stream first reaches the threshold") {
+    val grown = java.util.concurrent.LinkedBlockingQueue[Thread]()
+    val growth = PipeSize.Growth(1, after = 1000, grow = () => grown.put(Thread.currentThread))
+    growth.passed(600)
+    assert(!growth.isStarted && grown.isEmpty, "grown before the stream reached the threshold")
+    growth.passed(399)
+    assert(!growth.isStarted, "grown at 999 of 1000 bytes")
+    growth.passed(1)
+    growth.passed(5000)
+    val by = grown.poll(30, java.util.concurrent.TimeUnit.SECONDS)
+    assert(by != null, "not grown after 6,000 bytes")
+    assert(by ne Thread.currentThread, "grown on the stream's own thread")
+    assert(by.isDaemon, "the growing thread would keep the JVM alive")
+    assertEquals(grown.poll(200, java.util.concurrent.TimeUnit.MILLISECONDS), null, "grown twice")
+  }
+
   /** This process's descriptor for `path`, from /proc/self/fd. */
   private def descriptor(path: Path): Int =
     val fds = Files.list(Path.of("/proc/self/fd")).toArray.toSeq.map(_.asInstanceOf[Path])
