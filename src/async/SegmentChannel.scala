@@ -64,6 +64,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   require(capacity >= Unbounded, s"capacity must be -1 (unbounded), 0 (rendezvous) or positive, got $capacity")
 
   private def isRendezvous = capacity == 0
+  private def isBuffered = capacity > 0 // buffered with a finite buffer: the only kind that moves B
 
   // The rendezvous spin budget (see "Spinning" in the object). Spinning pays when the partner
   // runs on another carrier and is a step behind; it is pure loss when the partner waits for
@@ -87,7 +88,6 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private[SegmentChannel] def spinWasted(): Unit =
     val b = spinBudgetNow
     if b > 0 then spinBudgetNow = b >> 1
-  private def isBuffered = capacity > 0 // buffered with a finite buffer: the only kind that moves B
 
   // ---------------------------------------------------------------------------------------------
   // State. Every field below is read and written through its VarHandle or as a volatile.

@@ -91,7 +91,7 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
 
   // A read of a pipe, terminal or FIFO blocks in read(2), which nothing but data or a signal ends.
   override def detached: Boolean = true
-  /** Standard input only: grows its pipe once the stream proves big. */
+  /** Standard input only: grows its pipe once the stream carries data ([[PipeSize.Growth]]). */
   private var growth: PipeSize.Growth | Null = null
 
   def open(): Unit =
@@ -189,7 +189,7 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
       case _ => growth = PipeSize.Growth(1)
     writer = FrameWriter(framing, out)
 
-  /** Standard output only: grows its pipe once the stream proves big. */
+  /** Standard output only: grows its pipe once the stream carries data ([[PipeSize.Growth]]). */
   private var growth: PipeSize.Growth | Null = null
 
   def write(batch: FrameBatch)(using Async): Unit =
