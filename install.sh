@@ -28,6 +28,7 @@ readonly TRAINING_RUNS=(
   "bench --help"
   "retry --max-attempts 2 --backoff 1ms --timeout 5s -- true"
   "every 10ms --count 2 -- true"
+  "retry --dry-run --max-attempts 3 --jitter full --seed 1 -- true"
   "mux --stats"
   "- file:/dev/null"
   "tick:1ms,count=3 -"

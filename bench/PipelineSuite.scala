@@ -1,8 +1,6 @@
 package asyncpipe.bench
 
-import asyncpipe.cli.BuildInfo
 import java.io.{BufferedReader, InputStreamReader}
-import java.lang.management.ManagementFactory
 import java.net.InetSocketAddress
 import java.nio.ByteBuffer
 import java.nio.channels.DatagramChannel
@@ -12,9 +10,8 @@ import java.util.concurrent.TimeUnit
 import java.util.concurrent.locks.LockSupport
 import scala.jdk.CollectionConverters.*
 
-/** The pipeline stages as users run them: real `asyncpipe` processes (this JVM's java and class
-  * path, with the launcher's flags: project.scala's stage-jvm-flags and this JVM's own options such
-  * as its AOT cache) in real shell pipelines, against coreutils `cat` in the same shapes, on tmpfs.
+/** The pipeline stages as users run them: real `asyncpipe` processes ([[Processes]]) in real shell
+  * pipelines, against coreutils `cat` in the same shapes, on tmpfs.
   * What it measures and why:
   *   - `file:IN | mux | file:OUT` as three processes against `cat IN | cat | cat > OUT` (MiB/s of
   *     a 1 GiB text file): the cost of three JVMs, their copies and their channels, next to the
@@ -32,6 +29,7 @@ import scala.jdk.CollectionConverters.*
   * Each side runs in turn within a round, so both see the same machine; a warm-up round first.
   */
 object PipelineSuite extends Suite:
+  import Processes.{asyncpipe, asyncpipeArgs, q, shell}
   val name = "pipeline"
   val description = "shell pipelines of asyncpipe processes and in-process run vs cat; UDP delivery; interactive latency; heap"
 
@@ -91,28 +89,6 @@ object PipelineSuite extends Suite:
         Figure("heap of a stage whose consumer stopped reading", heap, "MiB", Some("< 256 MiB"))
       ))
     finally Workspace.delete(dir)
-
-  // -----------------------------------------------------------------------------------------------
-  // Launching
-
-  /** The command line of an `asyncpipe` process, as a shell word list. */
-  private lazy val asyncpipe: String =
-    val java = Path.of(System.getProperty("java.home"), "bin", "java").toString
-    val own = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
-      .filterNot(a => a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC"))
-    (Seq(java) ++ own ++ BuildInfo.stageJvmFlags ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(q).mkString(" ")
-
-  private def asyncpipeArgs(args: String*): Seq[String] = Seq("sh", "-c", (asyncpipe +: args.map(q)).mkString(" "))
-
-  /** Single-quoted for sh. */
-  private def q(s: Any): String = "'" + s.toString.replace("'", "'\\''") + "'"
-
-  /** Runs `command` with sh; fails the suite on a non-zero status, with its stderr. */
-  private def shell(command: String): Unit =
-    val p = ProcessBuilder("sh", "-c", command).redirectOutput(ProcessBuilder.Redirect.DISCARD).start()
-    val err = String(p.getErrorStream.readAllBytes(), StandardCharsets.UTF_8)
-    val status = p.waitFor()
-    if status != 0 then throw IllegalStateException(s"'$command' exited $status: ${err.take(2000)}")
 
   // -----------------------------------------------------------------------------------------------
   // Figures

@@ -14,7 +14,7 @@ trait Suite:
   def run(h: Harness): SuiteResult
 
 object Suites:
-  val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite)
+  val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite, TaskSuite)
   def named(name: String): Option[Suite] = all.find(_.name == name)
 
 /** Futures: what a `Future { x }` costs over the virtual thread it runs on (start, complete,

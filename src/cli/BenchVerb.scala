@@ -16,7 +16,7 @@ object BenchVerb extends Verb:
   val name = "bench"
   val synopsis = "asyncpipe bench [SUITE...] [--quick] [--json FILE] [--plot FILE.svg]"
   val summary = "measure the primitives against baselines on this machine"
-  private val parser = ParserForClass[BenchOptions]
+  private lazy val parser = ParserForClass[BenchOptions] // lazy: mainargs spins lambdas at start-up
 
   override def help: String =
     val suites = Suites.all.map(s => s"  ${s.name.padTo(8, ' ')}  ${s.description}").mkString("\n")

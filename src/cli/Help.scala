@@ -13,8 +13,10 @@ object Help:
     "tick:DURATION[,count=N]" -> "a timer source: one frame every DURATION"
   )
 
-  /** The schemes of the address forms above (`file`, `udp`, `tick`). */
-  val addressSchemes: Set[String] = addressForms.map(_._1).collect { case f if f.contains(':') => f.takeWhile(_ != ':') }.toSet
+  /** The schemes of the address forms above (`file`, `udp`, `tick`); lazy: --version needs none
+    * of its closures.
+    */
+  lazy val addressSchemes: Set[String] = addressForms.map(_._1).collect { case f if f.contains(':') => f.takeWhile(_ != ':') }.toSet
 
   def version: String = s"asyncpipe ${BuildInfo.version}\n"
 

@@ -4,7 +4,10 @@ package asyncpipe.cli
   * maps it to an exit status.
   */
 object Main:
-  val verbs: Seq[Verb] = Seq(
+  /** Lazy: `--version` builds none of them, and [[launch]] starts a task verb's preparation
+    * ([[ProcessGroup.prepare]]) before it builds them.
+    */
+  lazy val verbs: Seq[Verb] = Seq(
     MuxVerb,
     RunVerb,
     TaskVerbs.every,
@@ -13,23 +16,45 @@ object Main:
     BenchVerb
   )
 
-  private val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r
+  private lazy val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r // lazy: StringOps spins a lambda
 
   def main(args: Array[String]): Unit =
     Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
 
   /** Everything `main` does but exiting: runs `args` on the process's standard streams. */
   def launch(args: Array[String]): Int =
+    if args.length > 0 && startsCommands(args(0)) then ProcessGroup.prepare() // alongside all set-up
     val io = Io(OwnedOutput.stdout, System.err)
     Runtime.getRuntime.addShutdownHook(Thread(() => io.out.flushQuietly())) // for SIGINT/SIGTERM
-    val status = run(args.toSeq, io)
+    val status = run(listOf(args), io)
     System.err.flush()
     status
+
+  /** `args` as a List, by a loop: `args.toSeq` and the ArraySeq it makes initialize ArrayOps, which
+    * spins a lambda (doc/adr/0008-task-runner.md, "Start-up").
+    */
+  private def listOf(args: Array[String]): List[String] =
+    var list: List[String] = Nil
+    var i = args.length - 1
+    while i >= 0 do
+      list = args(i) :: list
+      i -= 1
+    list
+
+  /** Whether verb `name` runs commands: the task verbs. A loop over the kinds (no closure). */
+  private def startsCommands(name: String): Boolean =
+    val kinds = TaskOptions.Kind.values
+    var i = 0
+    while i < kinds.length && kinds(i).verb != name do i += 1
+    i < kinds.length
 
   /** Runs one command line and returns its exit status; everything it prints goes through `io`. */
   def run(args: Seq[String], io: Io): Int =
     val outcome =
-      try dispatch(args, io).flatMap(status => { io.out.flush(); Right(status) })
+      try
+        dispatch(args, io) match // not flatMap: no closure at the end of every command
+          case Right(status) => { io.out.flush(); Right(status) }
+          case failed        => failed
       catch
         case e: CliError.Failed => Left(e.error)
         case _: DownstreamGone  => Left(CliError.DownstreamGone)

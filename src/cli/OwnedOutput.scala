@@ -33,11 +33,11 @@ final class OwnedOutput(
     idleFlushNanos: Long = OwnedOutput.DefaultIdleFlushNanos,
     maxDelayNanos: Long = -1
 ):
-  require(capacity > 0, s"capacity was $capacity, must be > 0")
-  require(idleFlushNanos > 0, s"idleFlushNanos was $idleFlushNanos, must be > 0")
+  asyncpipe.async.check(capacity > 0, s"capacity was $capacity, must be > 0")
+  asyncpipe.async.check(idleFlushNanos > 0, s"idleFlushNanos was $idleFlushNanos, must be > 0")
   // By default 10 idle periods: 20 ms for the default 2 ms, so at most 50 flushes a second.
   private val maxDelay = if maxDelayNanos < 0 then OwnedOutput.MaxDelayPeriods * idleFlushNanos else maxDelayNanos
-  require(maxDelay >= idleFlushNanos, s"maxDelayNanos was $maxDelayNanos, must be >= idleFlushNanos ($idleFlushNanos)")
+  asyncpipe.async.check(maxDelay >= idleFlushNanos, s"maxDelayNanos was $maxDelayNanos, must be >= idleFlushNanos ($idleFlushNanos)")
 
   // Direct, so that writing it out needs no copy into the JDK's temporary direct buffer.
   private val buffer = ByteBuffer.allocateDirect(capacity)

@@ -58,7 +58,7 @@ object GroupTools:
   * is /dev/null (repeated runs cannot share one input), its stderr asyncpipe's, and its stdout a
   * pipe for [[Records]].
   */
-final class ProcessGroup private (process: Process, tools: GroupTools):
+final class ProcessGroup private (process: Process, tools: GroupTools, startedAfter: PidClock | Null):
   /** The process group id: the command's pid. */
   val id: Long = process.pid()
 
@@ -86,33 +86,41 @@ final class ProcessGroup private (process: Process, tools: GroupTools):
     if !ProcessGroup.kill(tools, name, s"-$id") then ProcessGroup.kill(tools, name, id.toString)
 
   /** Whether any process of the group is still running (zombies count as gone); Linux /proc. It
-    * reads the stat file of every process on the machine after each run, mostly in a cold JVM: one
-    * buffer for all, parsed in place.
+    * runs after each run, mostly in a cold JVM: it reads the stat files only of the pids handed
+    * out since the group started when [[PidClock]] can tell them ("every process" otherwise),
+    * with one buffer for all, parsed in place.
     */
   def alive: Boolean =
+    val window = PidClock.window(startedAfter, PidClock.read())
     val pids = File("/proc").list()
     val buffer = new Array[Byte](ProcessGroup.StatPrefix)
     var i = 0
     while pids != null && i < pids.length do
-      val pid = pids(i)
-      if pid.nonEmpty && pid(0).isDigit && ProcessGroup.inGroup(pid, id, buffer) then return true
+      val pid = PidClock.parsePid(pids(i))
+      if pid > 0 && (window == null || window.holds(pid)) && ProcessGroup.inGroup(pids(i), id, buffer) then return true
       i += 1
     false
 
 object ProcessGroup:
   /** Readies the JDK for this JVM's first process start on a thread of its own, while the caller
-    * goes on setting up; it gains what a free core allows. It initializes `ProcessBuilder.Redirect`
-    * (whose initializer finds the OS by reflection), and it makes the lookup that the first
-    * `ProcessBuilder.start` would make after the command started: the start asks the system logger
-    * "java.lang.ProcessBuilder" whether to log (JDK 24 and later), and a JVM's first system logger
-    * looks for a logging back end, a service lookup that opens the JDK's module image and the jar
-    * on the class path, asyncpipe's of thousands of entries (about 10 ms in a cold JVM); the
-    * logger's own lookup then finds both open. Without a process start after it, it costs that
-    * work and nothing else.
+    * goes on setting up; it gains what a free core allows. `Main` calls it first thing for a
+    * task verb. It initializes `ProcessBuilder.Redirect` (whose initializer finds the OS by
+    * reflection) and the JDK's process classes (launch mechanism, reaper thread pool), and it
+    * makes the lookup that the first `ProcessBuilder.start` would make after the command
+    * started: the start asks the system logger "java.lang.ProcessBuilder" whether to log (JDK 24
+    * and later), and a JVM's first system logger looks for a logging back end, a service lookup
+    * that opens the JDK's module image and the jar on the class path, asyncpipe's of thousands of
+    * entries (15-20 ms of a cold JVM, the longest part of `retry -- true`'s start-up: the start
+    * of a command that ends at once waits for it); the logger's own lookup then finds both open.
+    * Without a process start after it, it costs that work and nothing else.
     */
   def prepare(): Unit =
     val ready: Runnable = () =>
       val _ = Redirect.INHERIT
+      try
+        Class.forName("java.lang.ProcessImpl")
+        Class.forName("java.lang.ProcessHandleImpl")
+      catch case _: ClassNotFoundException => () // another JDK: its start does what it needs
       try ServiceLoader.load(classOf[System.LoggerFinder], ClassLoader.getSystemClassLoader).iterator().hasNext
       catch case _: ServiceConfigurationError => () // the start reports it, if it comes again there
     Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(ready)
@@ -123,7 +131,8 @@ object ProcessGroup:
       .redirectInput(Redirect.from(File("/dev/null")))
       .redirectError(Redirect.INHERIT)
       .redirectOutput(Redirect.PIPE)
-    ProcessGroup(builder.start(), tools)
+    val before = PidClock.read() // before the leader's pid is handed out
+    ProcessGroup(builder.start(), tools, before)
 
   private def kill(tools: GroupTools, signal: String, target: String): Boolean =
     try
@@ -161,6 +170,90 @@ object ProcessGroup:
       pgrp = pgrp * 10 + (buffer(at) - '0')
       at += 1
     at > first && pgrp == pgid
+
+/** What /proc says of the kernel's pid allocator at one moment: the last pid it handed out
+  * (/proc/loadavg), how many tasks it has created since boot (/proc/stat "processes", threads
+  * included) and how many exist (/proc/loadavg).
+  *
+  * It narrows the search for a group's members. Linux hands out pids in a cycle: each new pid
+  * is the first free one after the last pid handed out, wrapping from pid_max to 300. A group's
+  * leader is started after a reading `before`, and every other member descends from it (setsid
+  * made a new session; only its members can join the group), so all of them have pids in the
+  * cyclic range (before.lastPid, now.lastPid] -- unless the allocator has gone all the way
+  * round in between. A lap takes pid_max - 300 steps: one per pid handed out (at most the tasks
+  * created) and one per pid in use stepped over (at most the tasks that existed, plus as many
+  * pids kept only as an ended leader's group or session id). When the counts cannot rule a lap
+  * out, or /proc cannot be read, the window is null and the caller reads every pid.
+  */
+final case class PidClock(lastPid: Long, forks: Long, tasks: Long)
+
+object PidClock:
+  /** The pids of one reading's window: the cyclic range (after, upTo] below pid_max. */
+  final class Window(after: Long, upTo: Long):
+    def holds(pid: Long): Boolean =
+      if after < upTo then pid > after && pid <= upTo else pid > after || pid <= upTo
+
+  /** The first pid the kernel hands out after wrapping round. */
+  private val FirstAfterWrap = 300L
+  /** Steps of the allocator not counted by the readings (pids kept by other namespaces' use, a
+    * reading made a moment late); generous.
+    */
+  private val Slack = 1000L
+
+  /** The window of pids handed out between `before` and `now`, or null when it could hold every
+    * pid (either reading missing, nothing handed out, or a lap of the allocator possible).
+    */
+  def window(before: PidClock | Null, now: PidClock | Null, pidMax: Long = readPidMax()): Window | Null =
+    if before == null || now == null || pidMax <= FirstAfterWrap then null
+    else
+      val created = now.forks - before.forks
+      val inUse = 2 * (before.tasks + created) // tasks then or since, and ended leaders' ids
+      val steps = created + inUse + Slack
+      if created <= 0 || now.lastPid == before.lastPid || steps >= pidMax - FirstAfterWrap then null
+      else Window(before.lastPid, now.lastPid)
+
+  /** A reading now; null if /proc does not tell. */
+  def read(): PidClock | Null =
+    val loadavg = ProcFile.read("/proc/loadavg", 256)
+    val stat = ProcFile.read("/proc/stat", 1 << 20)
+    if loadavg == null || stat == null then null
+    else
+      // "0.80 2.48 2.98 1/103 28448": running/tasks, then the last pid
+      val slash = loadavg.indexOf('/')
+      val space = loadavg.indexOf(' ', slash)
+      val tasks = if slash < 0 || space < 0 then -1 else parsePid(loadavg.substring(slash + 1, space))
+      val last = if space < 0 then -1 else parsePid(loadavg.substring(space + 1).trim)
+      val at = stat.indexOf("\nprocesses ")
+      val end = if at < 0 then -1 else stat.indexOf('\n', at + 1)
+      val forks = if end < 0 then -1 else parsePid(stat.substring(at + "\nprocesses ".length, end))
+      if tasks < 0 || last < 0 || forks < 0 then null else PidClock(last, forks, tasks)
+
+  /** /proc/sys/kernel/pid_max, or 0 if it cannot be read. */
+  def readPidMax(): Long =
+    val text = ProcFile.read("/proc/sys/kernel/pid_max", 64)
+    if text == null then 0 else parsePid(text.trim).max(0)
+
+  /** A decimal number of up to 18 digits; -1 if `s` is anything else. */
+  def parsePid(s: String): Long =
+    if s.isEmpty || s.length > 18 then -1
+    else
+      var n = 0L
+      var i = 0
+      while i < s.length do
+        val c = s.charAt(i)
+        if c < '0' || c > '9' then return -1
+        n = n * 10 + (c - '0')
+        i += 1
+      n
+
+/** A small file of /proc as text (ASCII), or null if it cannot be read. */
+private object ProcFile:
+  def read(path: String, limit: Int): String | Null =
+    try
+      val in = FileInputStream(path)
+      try String(in.readNBytes(limit), java.nio.charset.StandardCharsets.ISO_8859_1)
+      finally in.close()
+    catch case _: IOException => null
 
 /** The process groups running now, so that a stop can reach them all (a signal forwarded, or
   * SIGKILL when the user will not wait). A group added after a stop is signalled as it joins.

@@ -103,7 +103,6 @@ final class TaskRunner(options: TaskOptions, io: Io):
   private inline def log(inline line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
 
   def run(): Either[CliError, Int] =
-    if !dryRun then ProcessGroup.prepare() // alongside the checks and set-up below
     CommandPath.resolve(command.head) match
       case Left((reason, status)) => Left(CliError.CannotRun(verb, command.head, reason, status))
       case Right(_) =>

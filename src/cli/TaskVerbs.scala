@@ -4,6 +4,8 @@ import TaskOptions.Kind
 
 /** `asyncpipe every`, `retry` and `repeat`: the task runner (design sections 3 and 4; decisions in
   * doc/adr/0008-task-runner.md). Options are read by [[TaskOptions]], runs made by [[TaskRunner]].
+  * `description`: '|'-margined text, stripped only when the help is shown (`stripMargin` spins a
+  * lambda, and every task verb's command line builds the verbs: ADR 0008, "Start-up").
   */
 final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) extends Verb:
   val name: String = kind.verb
@@ -20,7 +22,7 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |
        |${summary.capitalize}.
        |
-       |${description.trim}
+       |${description.stripMargin.trim}
        |
        |Each run: CMD and ARGS are run as they are, without a shell, in a process group of its own
        |(setsid), with stdin from /dev/null and stderr passed through; its stdout is passed on as
@@ -61,7 +63,7 @@ object TaskVerbs:
       |once late instead, --overlap allow starts it alongside). --spacing D instead waits D after
       |each run ends. A failed run does not stop the schedule. --jitter moves each run from its
       |tick at random (by the jittered period minus the period). Runs until stopped, --count N
-      |runs, or --deadline.""".stripMargin,
+      |runs, or --deadline.""",
     Seq("asyncpipe every 10s --jitter 1s -- curl -fsS https://example.org/health",
       "asyncpipe every 1m --count 60 --timeout 50s -- ./poll.sh >> polls.log")
   )
@@ -73,7 +75,7 @@ object TaskVerbs:
       |run, the first included (the design's '--max' is not taken: it could as well mean
       |--max-delay). --retry-on and --stop-on choose which failures are retried; any other failure
       |ends the run at once with its status. --deadline: no attempt starts that could not begin in
-      |time.""".stripMargin,
+      |time.""",
     Seq("asyncpipe retry --max-attempts 8 --backoff 100ms --factor 2 -- ./flaky-upload.sh",
       "asyncpipe retry --timeout 10s --deadline 2m --stop-on 2 -- ssh host true")
   )
@@ -82,7 +84,7 @@ object TaskVerbs:
     Kind.Repeat,
     """Runs CMD again and again: with --until-failure while it succeeds (to catch a flaky test),
       |with --until-success while it fails. Between runs it waits --backoff (none by default),
-      |growing by --factor up to --max-delay, as retry does.""".stripMargin,
+      |growing by --factor up to --max-delay, as retry does.""",
     Seq("asyncpipe repeat --until-failure --count 100 -- ./run-flaky-test.sh",
       "asyncpipe repeat --until-success --backoff 1s -- test -e /tmp/ready")
   )

@@ -1,0 +1,32 @@
+package asyncpipe.bench
+
+import asyncpipe.cli.BuildInfo
+import java.lang.management.ManagementFactory
+import java.nio.charset.StandardCharsets
+import java.nio.file.Path
+import scala.jdk.CollectionConverters.*
+
+/** Starting `asyncpipe` processes from a suite as users run them: this JVM's java and class path,
+  * with the launcher's flags (project.scala's stage-jvm-flags) and this JVM's own options, such as
+  * the installed launcher's AOT cache; agents and this JVM's JIT and GC choices are left out.
+  */
+private[bench] object Processes:
+  /** The command line of an `asyncpipe` process, as sh words. */
+  lazy val asyncpipe: String =
+    val java = Path.of(System.getProperty("java.home"), "bin", "java").toString
+    val own = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
+      .filterNot(a => a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC"))
+    (Seq(java) ++ own ++ BuildInfo.stageJvmFlags ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(q).mkString(" ")
+
+  /** `asyncpipe ARGS...` run by sh, as a ProcessBuilder command. */
+  def asyncpipeArgs(args: String*): Seq[String] = Seq("sh", "-c", (asyncpipe +: args.map(q)).mkString(" "))
+
+  /** Single-quoted for sh. */
+  def q(s: Any): String = "'" + s.toString.replace("'", "'\\''") + "'"
+
+  /** Runs `command` with sh, its stdout discarded; fails the suite on a non-zero status, with its stderr. */
+  def shell(command: String): Unit =
+    val p = ProcessBuilder("sh", "-c", command).redirectOutput(ProcessBuilder.Redirect.DISCARD).start()
+    val err = String(p.getErrorStream.readAllBytes(), StandardCharsets.UTF_8)
+    val status = p.waitFor()
+    if status != 0 then throw IllegalStateException(s"'$command' exited $status: ${err.take(2000)}")
