@@ -22,6 +22,13 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
 
   private def ok[T](vs: T*): List[Try[T]] = vs.toList.map(Success(_))
 
+  /** A multiplexer with one unbounded subscriber: nothing is dropped or blocked on its side. */
+  private def subscribed()(using Async): (ChannelMultiplexer[Int], UnboundedChannel[Try[Int]]) =
+    val m = ChannelMultiplexer[Int]()
+    val sub = UnboundedChannel[Try[Int]]()
+    m.addSubscriber(sub)
+    (m, sub)
+
   /** The next element of `c`, failing the test (rather than hanging) if none comes in time. */
   private def next[T](c: ReadableChannel[T], what: String)(using Async, Location): T =
     val r =
@@ -119,9 +126,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
 
   test("a removed publisher: values sent to it afterwards are not forwarded and stay in it"):
     Async.blocking:
-      val m = ChannelMultiplexer[Int]()
-      val sub = UnboundedChannel[Try[Int]]()
-      m.addSubscriber(sub)
+      val (m, sub) = subscribed()
       val a = BufferedChannel[Int](4)
       val b = BufferedChannel[Int](4)
       m.addPublisher(a)
@@ -143,9 +148,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
   test("a publisher with thousands of values ready, removed mid-stream: each value either forwarded or left in it, once, in order"):
     Async.blocking:
       val n = 5000
-      val m = ChannelMultiplexer[Int]()
-      val sub = UnboundedChannel[Try[Int]]()
-      m.addSubscriber(sub)
+      val (m, sub) = subscribed()
       val a = UnboundedChannel[Int]()
       (0 until n).foreach(a.send)
       m.addPublisher(a) // everything is ready at once: the loop takes most values without racing
@@ -160,9 +163,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
   test("two publishers with values ready are served in turns: neither waits for the other to empty"):
     Async.blocking:
       val n = 3000
-      val m = ChannelMultiplexer[Int]()
-      val sub = UnboundedChannel[Try[Int]]()
-      m.addSubscriber(sub)
+      val (m, sub) = subscribed()
       val a = UnboundedChannel[Int]()
       val b = UnboundedChannel[Int]()
       (0 until n).foreach(a.send)
@@ -180,9 +181,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
   test("the loop leaves no registrations behind: an idle publisher and the control side stay clean"):
     val values = 200
     Async.blocking:
-      val m = ChannelMultiplexer[Int]()
-      val sub = UnboundedChannel[Try[Int]]()
-      m.addSubscriber(sub)
+      val (m, sub) = subscribed()
       val busy = SyncChannel[Int]()
       val idle = SyncChannel[Int]()
       m.addPublisher(busy)
@@ -264,9 +263,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
 
   test("a closed publisher is removed, its close is not forwarded, and the others keep flowing"):
     Async.blocking:
-      val m = ChannelMultiplexer[Int]()
-      val sub = UnboundedChannel[Try[Int]]()
-      m.addSubscriber(sub)
+      val (m, sub) = subscribed()
       val a = BufferedChannel[Int](4)
       val b = SyncChannel[Int]()
       m.addPublisher(a)
