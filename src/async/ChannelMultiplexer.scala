@@ -19,8 +19,11 @@ import scala.util.{Failure, Success, Try}
   *
   * Every subscriber has its own queue, a `BufferedChannel` of `buffer` values, and its own
   * delivery future (also in the caller's scope) that moves values from the queue to the
-  * subscriber's channel. The loop only puts values in queues, so a slow subscriber delays the
-  * others only once its own queue is full; what happens then is `onFull`:
+  * subscriber's channel. The loop never waits on a subscriber's channel: it hands a value
+  * straight to it only when that takes no waiting (`trySend`) and nothing of that subscriber's is
+  * queued or being delivered (so the value cannot overtake one), and otherwise puts it in the
+  * queue. A subscriber that keeps up thus costs one hop per value, not two. A slow subscriber
+  * delays the others only once its own queue is full; what happens then is `onFull`:
   *   - [[ChannelMultiplexer.OnFull.Block]]: the loop waits until that queue has room (it waits on
   *     a promise that the delivery future completes after each value it takes out), and so stops
   *     reading publishers meanwhile: back-pressure, nothing lost.
@@ -121,6 +124,10 @@ object ChannelMultiplexer:
       val queue: BufferedChannel[Try[T]] = BufferedChannel[Try[T]](buffer)
       /** Values the loop has put (or is putting) in `queue` and the delivery has not taken out. */
       val queued = AtomicInteger(0)
+      /** Values the loop has put in `queue` whose delivery's `send` has not yet returned: while
+        * it is above 0, the loop may not hand a value straight to `out` (it would overtake them).
+        */
+      val unsent = AtomicInteger(0)
       val dropped = AtomicLong(0)
       /** The promise the loop waits on for room (policy Block), if it is waiting. */
       val roomWaiter = AtomicReference[Promise[Unit]](null)
@@ -295,7 +302,7 @@ object ChannelMultiplexer:
         i += 1
 
     private def offer(s: Sub, value: Try[T])(using Async): Unit =
-      if !s.gone then
+      if !s.gone && !handedStraight(s, value) then
         val room =
           if s.queued.get < buffer then true
           else
@@ -305,9 +312,23 @@ object ChannelMultiplexer:
                 false
               case OnFull.Block => awaitRoom(s)
         if room then
-          s.queued.incrementAndGet() // only the loop increments: the queue has room, send won't block
+          s.unsent.incrementAndGet() // only the loop increments either counter
+          s.queued.incrementAndGet() // the queue has room: send won't block
           try s.queue.send(value)
           catch case _: ChannelClosedException => () // removed meanwhile: it gets nothing more
+
+    /** Sends `value` to `s`'s own channel if nothing of `s`'s is queued or in delivery and the
+      * channel takes it without waiting. True if the value was dealt with (sent, or `s` found
+      * closed and detached).
+      */
+    private def handedStraight(s: Sub, value: Try[T]): Boolean =
+      s.unsent.get == 0 && (
+        try s.out.trySend(value)
+        catch
+          case _: ChannelClosedException =>
+            detach(s)
+            true
+      )
 
     /** Waits until `s`'s queue has room; false if `s` went away or the multiplexer was closed. */
     private def awaitRoom(s: Sub)(using Async): Boolean =
@@ -345,6 +366,7 @@ object ChannelMultiplexer:
               s.queued.decrementAndGet()
               s.wake()
               s.out.send(v)
+              s.unsent.decrementAndGet() // after the send: the loop may now pass it by
             case Failure(_) => // closed and drained
               open = false
               if s.terminal then s.out.send(Failure(ChannelClosedException()))

@@ -121,6 +121,31 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.close()
       for (s, si) <- subs.zipWithIndex do assertClosedNext(s, s"subscriber $si after close")
 
+  test("a subscriber that keeps up now and then: values handed straight to it never overtake queued ones"):
+    // The loop sends straight to a subscriber's channel only while nothing of that subscriber's
+    // is queued or in delivery; a reader that pauses now and then makes the loop switch between
+    // the two ways many times.
+    val messages = 20_000 * stress
+    Async.blocking:
+      val m = ChannelMultiplexer[Int](buffer = 4)
+      val sub = BufferedChannel[Try[Int]](1)
+      m.addSubscriber(sub)
+      val reader = Future {
+        val random = scala.util.Random(7)
+        List.fill(messages) {
+          if random.nextInt(8) == 0 then Thread.`yield`()
+          sub.read().get.get
+        }
+      }
+      val pub = BufferedChannel[Int](64)
+      m.addPublisher(pub)
+      val sender = Future((0 until messages).foreach(pub.send))
+      val got = resultWithinMillis(reader, Patience * 2 * stress, "the reader").get
+      val firstWrong = got.zipWithIndex.find((v, i) => v != i)
+      assertEquals(firstWrong, None, s"values out of order (value, position); ${got.size} received")
+      assert(resultWithin(sender, "the sender").isSuccess)
+      m.close()
+
   // ---------------------------------------------------------------------------------------------
   // Changing the sets while running
 
