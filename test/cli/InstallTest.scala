@@ -46,9 +46,23 @@ class InstallTest extends munit.FunSuite:
       assert(r.out.text().startsWith("asyncpipe "), s"$when: asyncpipe --version printed: ${r.out.text()}")
       assertEquals(r.err.text(), "", s"$when: asyncpipe --version wrote to stderr")
 
+    /** The lambda classes that `asyncpipe ARGS` made at run time rather than took from the AOT
+      * cache (tools/ArchivableLambdas.java, README "Start-up"): each costs a cold JVM ~1 ms.
+      */
+    def spunLambdas(args: String*): Seq[String] =
+      val log = tmp / s"class-load-${args.mkString("_").replaceAll("[^A-Za-z0-9_]", "")}.txt"
+      val r = os.proc(launcher, args).call(stdin = "one line\n", stderr = os.Pipe, check = false,
+        env = Map("ASYNCPIPE_JAVA_OPTS" -> s"-Xlog:class+load=info:file=$log"))
+      assertEquals(r.exitCode, 0, s"asyncpipe ${args.mkString(" ")} failed:\n${r.err.text()}")
+      assertEquals(r.out.text(), "one line\n", s"asyncpipe ${args.mkString(" ")}")
+      os.read.lines(log).filter(l => l.contains("$$Lambda") && !l.contains("shared objects file")).toSeq
+
     try
       installSh("--jar", assembly.get.toString)
       checkLauncher("after the first install")
+      for args <- Seq(Seq("-", "-"), Seq("mux")) do
+        val spun = spunLambdas(args*)
+        assert(spun.isEmpty, s"asyncpipe ${args.mkString(" ")} spun ${spun.size} lambdas at run time:\n${spun.mkString("\n")}")
       val first = installed()
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.jar""")), first.keys)
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.aot""")), first.keys)
