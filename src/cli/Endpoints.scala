@@ -41,6 +41,11 @@ trait Input:
     * runs it on a thread of its own and does not wait for it when stopping.
     */
   def detached: Boolean = false
+  /** True when more of the input is ready now, so that reading it would not wait (a regular file
+    * before its end, a pipe holding data). A direct copy ([[Flow]]) flushes its output only when
+    * this is false: when the input is about to wait, not after every message.
+    */
+  def atHand: Boolean = false
   /** Sends the input's messages into `out` until the input ends (returns), fails (throws), or is
     * cancelled. Never sends [[Message.End]]: the flow does.
     */
@@ -80,6 +85,8 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
   private var channel: ReadableByteChannel | Null = null
   // Standard input's stream, which can say how many bytes a pipe holds (FIONREAD).
   private var stdin: FileInputStream | Null = null
+  // A regular file read once (not followed): a read never waits, whatever its size.
+  private var regular = false
   @volatile private var closed = false
 
   private def path: Option[Path] = address match
@@ -101,7 +108,14 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         val in = FileInputStream(FileDescriptor.in)
         stdin = in
         in.getChannel
-      case Some(p) => openFile(p)
+      case Some(p) =>
+        regular = !follow && Files.isRegularFile(p)
+        openFile(p)
+
+  override def atHand: Boolean =
+    val in = stdin
+    if in != null then try in.available() > 0 catch case _: IOException => false
+    else regular
 
   private def openFile(p: Path): FileChannel =
     try FileChannel.open(p, StandardOpenOption.READ)

@@ -14,7 +14,8 @@ import scala.util.{Failure, Success, Try}
   * also a channel into stage k+1 (in one JVM, messages pass as they are, no framing). Every input
   * of a stage (an endpoint, or the channel from the stage before) is a channel of `--buffer`
   * messages that ends with one [[Message.End]]. A stage with one input and one output reads that
-  * channel directly; any other is a [[ChannelMultiplexer]]: every output receives every message,
+  * channel directly, or, when the input is a stream, the thread that reads it writes each message
+  * itself (a direct copy, no channel); any other is a [[ChannelMultiplexer]]: every output receives every message,
   * in order per input, each output from its own queue (so one slow output delays the others only
   * once its queue is full). An output has finished when it has seen the End of every input of
   * its stage; then it flushes and closes (or passes one End on to the next stage).
@@ -55,10 +56,12 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       def consumers(k: Int) = stages(k).outputs.size + (if k < last then 1 else 0)
       val finished = stages.zipWithIndex.flatMap { (stage, k) =>
         val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
-        val sources = upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
         val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
+        val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 && stage.inputs.head.detached
+        val sources = if direct then Nil else upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
         upstream = next
-        connect(sources, outputs, stage.options)
+        if direct then Seq(copy(stage.inputs.head, outputs.head, OutputGroup(1, stage.options.outputError)))
+        else connect(sources, outputs, stage.options)
       }
       finished.foreach(_.await)
     }
@@ -104,6 +107,27 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       done.complete(Try(Async.blocking(input.pump(channel))))
     }
     done.future
+
+  /** Copies a stream `input` to the stage's only `output` on the input's own thread, as `cat`
+    * does: each message is written by the thread that read it, with no channel and no second
+    * thread between (a hand-over costs two thread wake-ups per message, which made a copy stage
+    * use twice the CPU of `cat`). The output is flushed whenever the input has nothing at hand.
+    * The future ends when the input has ended (or failed, or the flow stopped) and the output has
+    * finished; a stop waits for a write in progress, and what the input reads after it is dropped.
+    */
+  private def copy(input: Input, output: Output, group: OutputGroup)(using Async): Future[Unit] =
+    val sink = DirectSink(input, output, group, control)
+    Future {
+      val done = detachedPump(input, sink)
+      Async.await(Async.race(done, control.stopped))
+      sink.halt()
+      if done.isCompleted then
+        done.result match
+          case Failure(e) if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
+            control.failed(EndpointFailure(input.address.render, "read", e))
+          case _ => ()
+      sink.finish()
+    }
 
   /** Joins `sources` to `outputs` and returns the futures that end when each output has finished. */
   private def connect(sources: Seq[ReadableChannel[FrameBatch]], outputs: Seq[Output], options: StageOptions)(using Async): Seq[Future[Unit]] =
@@ -167,6 +191,54 @@ object Flow:
     def trySend(x: FrameBatch): Boolean =
       x.share(consumers)
       channel.trySend(x)
+
+  /** What a directly copied input sends into (see `Flow.copy`): each message is written to
+    * `output` at once, on the sender's thread. After the output fails, or after `halt`, a message
+    * is dropped and `send` throws a `CancellationException`, which ends the input's pump.
+    */
+  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: Control)
+      extends SendableChannel[FrameBatch]:
+    // Held while a message is written, so that `halt` waits for a write in progress.
+    private val lock = java.util.concurrent.locks.ReentrantLock()
+    private var open = true // under lock
+    @volatile private var ok = true
+
+    def send(x: FrameBatch)(using Async): Unit =
+      lock.lock()
+      try
+        if !open || !ok then
+          x.release()
+          throw java.util.concurrent.CancellationException("the output has stopped")
+        try
+          output.write(x)
+          if !input.atHand then output.idle()
+        catch case e: Exception if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
+          failed(e)
+          throw java.util.concurrent.CancellationException("the output has failed")
+      finally lock.unlock()
+
+    /** Not offered: only an input that must never wait calls it (a UDP input with `--on-full
+      * drop`), and such an input is never copied directly.
+      */
+    def trySend(x: FrameBatch): Boolean =
+      throw UnsupportedOperationException("a direct copy's sink waits for its output; use send")
+
+    /** After this, no message is written: waits for a write in progress. */
+    def halt(): Unit =
+      lock.lock()
+      try open = false
+      finally lock.unlock()
+
+    /** Hands on everything written and releases the output (after `halt`). */
+    def finish()(using Async): Unit =
+      if ok then
+        try output.finish()
+        catch case e: Exception if !e.isInstanceOf[java.util.concurrent.CancellationException] => failed(e)
+
+    private def failed(e: Exception): Unit =
+      ok = false
+      Try(output.abort())
+      control.outputFailed(output, e, group)
 
   /** The messages an output reads: from one channel, or from its multiplexer queue. */
   private trait Inbox:

@@ -188,6 +188,19 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     val took = Support.millisSince(started)
     assert(took < Support.Patience, s"head -n 3 of tick:1ms took $took ms")
 
+  // A stream copied as it is read (one stream input, one output): the reading thread writes.
+  for (name, args) <- Seq("file:IN -" -> Seq("file:IN", "-"), "- - < IN" -> Seq("-", "-"), "mux < IN" -> Seq("mux")) do
+    e2e.test(s"EPIPE: 'asyncpipe $name | head -c 100' exits 141 promptly, with nothing on stderr"): env =>
+      val in = env.write("in.txt", (1 to 400_000).map(i => s"line $i\n").mkString)
+      val stage = ProcessBuilder(Launch.command(args.map(a => if a == "file:IN" then s"file:$in" else a)*).asJava)
+        .redirectInput(in.toIO).redirectError((env.dir / "err.txt").toIO)
+      val procs = ProcessBuilder.startPipeline(Seq(stage, ProcessBuilder("head", "-c", "100")).asJava).asScala.toSeq
+      env.adopt(procs*)
+      val shown = String(procs(1).getInputStream.readAllBytes(), UTF_8)
+      assertEquals(shown, (1 to 400_000).map(i => s"line $i\n").mkString.take(100))
+      assertEquals(exitOf(procs(0), "asyncpipe after head exited"), ExitCode.ClosedPipe)
+      assertEquals(os.read(env.dir / "err.txt"), "")
+
   e2e.test("EPIPE on a udp source: asyncpipe exits 141 once head is gone, and its port is free again"): env =>
     // asyncpipe's stdout is head's stdin (a real pipe, through bash); the shell exits with asyncpipe's status.
     val (port, r) = env.udpSourceInto(port =>
@@ -226,6 +239,20 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
       val ns = numbers.map(_.toLong)
       assert(ns.zip(ns.drop(1)).forall(_ < _), "the numbers are not increasing")
       assertEquals(r.err, "")
+
+  for (signal, status) <- Seq("INT" -> ExitCode.Interrupted, "TERM" -> ExitCode.Terminated); args <- Seq(Seq("-", "file:OUT"), Seq("run", "- | mux | file:OUT")) do
+    e2e.test(s"SIG$signal while 'asyncpipe ${args.mkString(" ")}' waits on stdin: exit $status, the whole lines that came are in the file, the partial one is not"): env =>
+      val out = env.dir / "out.txt"
+      val r = env.start(args.map(_.replace("file:OUT", s"file:$out")))
+      val stdin = r.process.getOutputStream
+      stdin.write(bytes("one\ntwo\npart"))
+      stdin.flush()
+      Support.eventually(s"$out to hold the whole lines") { os.exists(out) && os.read(out) == "one\ntwo\n" }
+      kill(signal, r.process.pid)
+      assertEquals(r.exit(), status, r.err)
+      assertEquals(os.read(out), "one\ntwo\n")
+      assertEquals(r.err, "")
+      stdin.close()
 
   e2e.test("SIGINT while a udp source waits for a datagram: exit 130 at once, what came is in the file"): env =>
     val out = env.dir / "out.txt"
