@@ -13,6 +13,8 @@
 // Stages resize their pipes with fcntl(2) through the foreign function interface (PipeSize.scala);
 // without this the JDK prints a warning on stderr the first time.
 //> using javaOpt --enable-native-access=ALL-UNNAMED
+// The task runner gives the JDK's process-start logger a silent one (StartLog in ProcessGroup.scala).
+//> using javaOpt --add-opens=java.base/java.lang=ALL-UNNAMED
 // JVM flags the launcher adds for every verb but `bench` (install.sh and BuildInfo read this line):
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.

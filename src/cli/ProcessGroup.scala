@@ -54,6 +54,51 @@ object GroupTools:
       case (Left(_), _)                 => missing("setsid", "util-linux")
       case (_, Left(_))                 => missing("kill", "procps or util-linux")
 
+/** The system logger the JDK asks at every `ProcessBuilder.start` (JDK 24 and later) whether to
+  * log the start, made silent before the first start, when that changes nothing the user sees.
+  *
+  * Why: the JDK finds that logger (private field `ProcessBuilder.LOGGER`) on the first start, and
+  * the JVM's first system logger looks for a logging back end: a service lookup that opens the
+  * 5,800-entry assembly jar (8-10 ms of a cold JVM) and then sets up java.util.logging (2-6 ms).
+  * `start` returns only after that, so it was the longest part of `retry -- true` (the command
+  * itself runs meanwhile). By default that logger logs nothing at the levels the start asks for
+  * (java.util.logging's root level is INFO, the start logs at DEBUG): the silent one gives the
+  * same answer without the lookup. It is not set when the user configured JDK logging
+  * ([[configured]]), or when `java.lang` is not open to asyncpipe (the launcher passes
+  * `--add-opens=java.base/java.lang=ALL-UNNAMED`, project.scala; the AOT cache is trained with
+  * it, as it must be to be used) or the JDK has no such field: then nothing changes.
+  */
+object StartLog:
+  /** The system properties that configure the JDK's logging: with any of them set, the logger
+    * might log starts, so the real one is kept.
+    */
+  val Properties: Seq[String] = Seq("java.util.logging.config.file", "java.util.logging.config.class", "jdk.system.logger.level")
+
+  def configured(property: String => String | Null): Boolean =
+    var i = 0
+    while i < Properties.length && property(Properties(i)) == null do i += 1
+    i < Properties.length
+
+  /** Sets the silent logger unless the JDK's was found already; whether the JDK now has it. */
+  def silence(): Boolean =
+    if configured(System.getProperty(_)) then false
+    else
+      try
+        val field = classOf[ProcessBuilder].getDeclaredField("LOGGER")
+        if field.getType != classOf[System.Logger] || !java.lang.reflect.Modifier.isStatic(field.getModifiers) then false
+        else
+          field.setAccessible(true)
+          if field.get(null) == null then field.set(null, Silent)
+          field.get(null) eq Silent
+      catch case _: ReflectiveOperationException | _: RuntimeException => false // not open to us, or another JDK
+
+  /** Logs nothing, at any level. */
+  object Silent extends System.Logger:
+    def getName: String = "java.lang.ProcessBuilder"
+    def isLoggable(level: System.Logger.Level): Boolean = false
+    def log(level: System.Logger.Level, bundle: java.util.ResourceBundle, msg: String, thrown: Throwable): Unit = ()
+    def log(level: System.Logger.Level, bundle: java.util.ResourceBundle, format: String, params: Object*): Unit = ()
+
 /** One command running in a session and process group of its own, whose leader it is. Its stdin
   * is /dev/null (repeated runs cannot share one input), its stderr asyncpipe's, and its stdout a
   * pipe for [[Records]].
@@ -104,25 +149,22 @@ final class ProcessGroup private (process: Process, tools: GroupTools, startedAf
 object ProcessGroup:
   /** Readies the JDK for this JVM's first process start on a thread of its own, while the caller
     * goes on setting up; it gains what a free core allows. `Main` calls it first thing for a
-    * task verb. It initializes `ProcessBuilder.Redirect` (whose initializer finds the OS by
-    * reflection) and the JDK's process classes (launch mechanism, reaper thread pool), and it
-    * makes the lookup that the first `ProcessBuilder.start` would make after the command
-    * started: the start asks the system logger "java.lang.ProcessBuilder" whether to log (JDK 24
-    * and later), and a JVM's first system logger looks for a logging back end, a service lookup
-    * that opens the JDK's module image and the jar on the class path, asyncpipe's of thousands of
-    * entries (15-20 ms of a cold JVM, the longest part of `retry -- true`'s start-up: the start
-    * of a command that ends at once waits for it); the logger's own lookup then finds both open.
-    * Without a process start after it, it costs that work and nothing else.
+    * task verb. It gives the JDK's process-start logger a silent one ([[StartLog]]), or where
+    * that cannot be done makes the logger's back-end lookup in advance, and it initializes
+    * `ProcessBuilder.Redirect` (whose initializer finds the OS by reflection) and the JDK's
+    * process classes (launch mechanism, reaper thread pool). Without a process start after it,
+    * it costs that work and nothing else.
     */
   def prepare(): Unit =
     val ready: Runnable = () =>
+      if !StartLog.silence() then
+        try ServiceLoader.load(classOf[System.LoggerFinder], ClassLoader.getSystemClassLoader).iterator().hasNext
+        catch case _: ServiceConfigurationError => () // the start reports it, if it comes again there
       val _ = Redirect.INHERIT
       try
         Class.forName("java.lang.ProcessImpl")
         Class.forName("java.lang.ProcessHandleImpl")
       catch case _: ClassNotFoundException => () // another JDK: its start does what it needs
-      try ServiceLoader.load(classOf[System.LoggerFinder], ClassLoader.getSystemClassLoader).iterator().hasNext
-      catch case _: ServiceConfigurationError => () // the start reports it, if it comes again there
     Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(ready)
 
   /** Starts `command` in a group of its own; an IOException if it cannot be started. */
