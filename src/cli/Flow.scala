@@ -15,9 +15,9 @@ import scala.util.{Failure, Success, Try}
   * of a stage (an endpoint, or the channel from the stage before) is a channel of `--buffer`
   * messages that ends with one [[Message.End]]. A stage with one input and one output reads that
   * channel directly, or, when the input is a stream, the thread that reads it writes each message
-  * itself (a direct copy, no channel); any other is a [[ChannelMultiplexer]]: every output receives every message,
-  * in order per input, each output from its own queue (so one slow output delays the others only
-  * once its queue is full). An output has finished when it has seen the End of every input of
+  * itself (a direct copy, no channel: ADR 0013); any other is a [[ChannelMultiplexer]]: every
+  * output receives every message, in order per input, each output from its own queue (so one
+  * slow output delays the others only once its queue is full). An output has finished when it has seen the End of every input of
   * its stage; then it flushes and closes (or passes one End on to the next stage).
   *
   * ==Ending== (exit status, first that applies)
