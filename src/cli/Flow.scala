@@ -93,10 +93,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
             Async.await(Async.race(done, control.stopped))
             if done.isCompleted then Some(done.result) else None
           }
-      outcome match
-        case Some(Failure(e)) if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
-          control.failed(EndpointFailure(input.address.render, "read", e))
-        case _ => ()
+      outcome.foreach(control.inputEnded(input, _))
       channel.send(Message.End)
     }
     channel
@@ -121,11 +118,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       val done = detachedPump(input, sink)
       Async.await(Async.race(done, control.stopped))
       sink.halt()
-      if done.isCompleted then
-        done.result match
-          case Failure(e) if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
-            control.failed(EndpointFailure(input.address.render, "read", e))
-          case _ => ()
+      if done.isCompleted then control.inputEnded(input, done.result)
       sink.finish()
     }
 
@@ -154,9 +147,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     def guarded(op: => Unit): Unit =
       if ok then
         try op
-        catch case e: Exception if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
+        catch case e: Exception if !cancelled(e) =>
           ok = false
-          Try(output.abort())
           control.outputFailed(output, e, group)
     while seen < ends do
       val m = inbox.poll() match
@@ -171,6 +163,9 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     guarded(output.finish())
 
 object Flow:
+  /** Whether `e` is a cancellation: the flow stopping a party, not a failure of an endpoint. */
+  private def cancelled(e: Throwable): Boolean = e.isInstanceOf[java.util.concurrent.CancellationException]
+
   /** One stage: its own endpoints, and its options (framing, buffer, policies). */
   final case class Stage(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions)
 
@@ -212,7 +207,7 @@ object Flow:
         try
           output.write(x)
           if !input.atHand then output.idle()
-        catch case e: Exception if !e.isInstanceOf[java.util.concurrent.CancellationException] =>
+        catch case e: Exception if !cancelled(e) =>
           failed(e)
           throw java.util.concurrent.CancellationException("the output has failed")
       finally lock.unlock()
@@ -233,11 +228,10 @@ object Flow:
     def finish()(using Async): Unit =
       if ok then
         try output.finish()
-        catch case e: Exception if !e.isInstanceOf[java.util.concurrent.CancellationException] => failed(e)
+        catch case e: Exception if !cancelled(e) => failed(e)
 
     private def failed(e: Exception): Unit =
       ok = false
-      Try(output.abort())
       control.outputFailed(output, e, group)
 
   /** The messages an output reads: from one channel, or from its multiplexer queue. */
@@ -279,10 +273,18 @@ object Flow:
       errors.add(error)
       stop(Ending.Failed(error))
 
-    /** Under `--output-error warn` a failed output is reported now (a closed pipe quietly) and the
-      * others go on, until none is left; otherwise the flow stops.
+    /** Reports how an input's pump ended, if it failed (a cancellation is the flow stopping it). */
+    def inputEnded(input: Input, outcome: Try[Unit]): Unit =
+      outcome match
+        case Failure(e) if !cancelled(e) => failed(EndpointFailure(input.address.render, "read", e))
+        case _                           => ()
+
+    /** Releases `output`, whose write or finish failed with `e`. Under `--output-error warn` the
+      * failure is reported now (a closed pipe quietly) and the others go on, until none is left;
+      * otherwise the flow stops.
       */
     def outputFailed(output: Output, e: Exception, group: OutputGroup): Unit =
+      Try(output.abort())
       val pipe = e match
         case io: IOException => OwnedOutput.isBrokenPipe(io)
         case _               => false
