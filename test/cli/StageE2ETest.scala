@@ -154,6 +154,22 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertSameBytes(a, in)
     assertSameBytes(b, in)
 
+  e2e.test("--output-error warn: an output that fails (file:/dev/full) is reported, the others get everything, exit 1"): env =>
+    assume(os.exists(os.Path("/dev/full")), "no /dev/full here")
+    val in = env.write("in.txt", sample("lines"))
+    val r = env.start(Seq("mux", "--output-error", "warn", "--out", "file:/dev/full"), stdin = Redirect.from(in.toIO))
+    assertEquals(r.exit(Slow), ExitCode.Runtime, r.err)
+    assertSameBytes(r.stdoutFile, in)
+    assert(r.err.contains("file:/dev/full") && r.err.contains("no space left on device") && r.err.contains("going on with the other outputs"), r.err)
+
+  e2e.test("an output that fails (file:/dev/full) under the default --output-error exit: exit 1, stderr names it"): env =>
+    assume(os.exists(os.Path("/dev/full")), "no /dev/full here")
+    val in = env.write("in.txt", sample("lines"))
+    val r = env.start(Seq("mux", "--out", "file:/dev/full"), stdin = Redirect.from(in.toIO))
+    assertEquals(r.exit(Slow), ExitCode.Runtime, r.err)
+    assert(r.err.contains("file:/dev/full") && r.err.contains("no space left on device"), r.err)
+    assert(!r.err.contains("going on"), r.err)
+
   e2e.test("fan-in: 'mux --in file:X' with stdin keeps each source's order and never tears a line"): env =>
     val rnd = Random(3)
     def source(tag: String, n: Int) = (0 until n).map(i => s"$tag-$i-" + "y" * rnd.nextInt(300))
