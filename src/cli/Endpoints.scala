@@ -37,8 +37,9 @@ trait Input:
   val counters: Counters = Counters(address.render)
   /** Acquires the endpoint (opens the file, binds the port); throws [[CliError.Failed]] with the reason. */
   def open(): Unit
-  /** True when `pump` may block in a system call that no cancel ends (a read of a pipe): the flow
-    * runs it on a thread of its own and does not wait for it when stopping.
+  /** True when `pump` runs on a platform thread of its own, which the flow does not wait for
+    * when stopping: it may block in a system call that no cancel ends (a read of a pipe), or
+    * waits in one more cheaply than a future could (a UDP socket).
     */
   def detached: Boolean = false
   /** True when more of the input is ready now, so that reading it would not wait (a regular file
@@ -46,6 +47,10 @@ trait Input:
     * this is false: when the input is about to wait, not after every message.
     */
   def atHand: Boolean = false
+  /** True when `pump` drops a message the next stage has no room for (`trySend`, `--on-full
+    * drop`) rather than waiting: such an input always hands over through a channel.
+    */
+  def dropsWhenFull: Boolean = false
   /** Sends the input's messages into `out` until the input ends (returns), fails (throws), or is
     * cancelled. Never sends [[Message.End]]: the flow does.
     */

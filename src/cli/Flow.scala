@@ -57,7 +57,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       val finished = stages.zipWithIndex.flatMap { (stage, k) =>
         val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
         val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
-        val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 && stage.inputs.head.detached
+        val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 &&
+          stage.inputs.head.detached && !stage.inputs.head.dropsWhenFull
         val sources = if direct then Nil else upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
         upstream = next
         if direct then Seq(copy(stage.inputs.head, outputs.head, OutputGroup(1, stage.options.outputError)))
@@ -212,8 +213,8 @@ object Flow:
           throw java.util.concurrent.CancellationException("the output has failed")
       finally lock.unlock()
 
-    /** Not offered: only an input that must never wait calls it (a UDP input with `--on-full
-      * drop`), and such an input is never copied directly.
+    /** Not offered: only an input that must never wait calls it (`Input.dropsWhenFull`), and
+      * such an input is never copied directly.
       */
     def trySend(x: FrameBatch): Boolean =
       throw UnsupportedOperationException("a direct copy's sink waits for its output; use send")

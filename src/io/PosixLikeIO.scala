@@ -39,7 +39,10 @@ package asyncpipe.io
   * receive, so a cancelled receive (a timeout, a lost race) loses nothing. The receive future is
   * a member of the caller's scope: a cancel of the scope is a cancel of the receive. A datagram
   * that completed the future before the cancel stays in it, as every completed value does. Every
-  * datagram arrives whole: the receive buffer holds 65,536 bytes.
+  * datagram arrives whole: the receive buffer holds 65,536 bytes. `bindAndOpen(host, port,
+  * receiveBuffer)` sets SO_RCVBUF before the bind; `receiveWaiting(timeoutNanos)(each)` is a
+  * direct-style receive for the one thread that reads a socket: it blocks that thread until
+  * datagrams wait and hands each to `each`, with no future per datagram.
   *
   * ==Errors== A failed operation's future holds a [[PosixIOException]] naming the operation, the
   * path or address and the system's reason: `open /tmp/none: no such file or directory`,

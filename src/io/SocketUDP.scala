@@ -39,12 +39,22 @@ final class SocketUDP:
   def bindAndOpen(port: Int): SocketUDP = bindAndOpen(null, port)
 
   /** Opens the socket bound to `port` on the interface of `host` (null: every interface). */
-  def bindAndOpen(host: String | Null, port: Int): SocketUDP =
+  def bindAndOpen(host: String | Null, port: Int): SocketUDP = bindAndOpen(host, port, 0)
+
+  /** Opens the socket bound to `port` on the interface of `host` (null: every interface), with a
+    * kernel receive buffer (SO_RCVBUF) of `receiveBuffer` bytes (0: the system's default). The
+    * buffer is set before the bind: a datagram that arrives at once finds the buffer asked for.
+    */
+  def bindAndOpen(host: String | Null, port: Int, receiveBuffer: Int): SocketUDP =
     require(port >= 0 && port <= 65535, s"UDP port was $port, must be 0 to 65535")
+    require(receiveBuffer >= 0, s"receive buffer size was $receiveBuffer, must be >= 0")
     val at = if host == null then InetSocketAddress(port) else InetSocketAddress(host, port)
     val where = s"udp ${if host == null then "*" else host}:$port"
     if at.isUnresolved then throw PosixIOException("bind", where, "cannot resolve the host name")
-    openWith(where)(_.bind(at))
+    openWith(where) { ch =>
+      if receiveBuffer > 0 then ch.setOption[Integer](StandardSocketOptions.SO_RCVBUF, Integer.valueOf(receiveBuffer))
+      ch.bind(at)
+    }
 
   /** Opens the socket unbound: the system binds it to a free port on the first send or receive. */
   def open(): SocketUDP = openWith("udp socket")(_ => ())
@@ -154,6 +164,57 @@ final class SocketUDP:
       waitForDatagram(ch)
     catch case NonFatal(e) => Future.now(Failure(IoFailure.wrap("receive on", describe, e)))
 
+  /** Direct style, for the one thread that reads this socket (a pipeline stage's reader):
+    * blocks the calling thread until a datagram is waiting, or at most `timeoutNanos` (no limit
+    * for 0 or less), then hands the waiting datagrams to `each`, oldest first, while it returns
+    * true; returns how many it handed over (0: the time passed without one). `each` gets the
+    * datagram's payload as the remaining bytes of a buffer that is reused after the call.
+    *
+    * One wait and one system call per datagram, on the caller's thread: no future, no worker.
+    * Datagrams a cancelled `receive()` kept come first. An interrupt ends the wait with an
+    * `InterruptedException`; closing the socket ends it with a [[PosixIOException]].
+    */
+  def receiveWaiting(timeoutNanos: Long)(each: ByteBuffer => Boolean): Int =
+    val ch = opened("receive on")
+    receiving.lockInterruptibly()
+    try
+      val deadline = if timeoutNanos > 0 then System.nanoTime() + timeoutNanos else 0L
+      var handed = handWaiting(ch, each)
+      var left = timeoutNanos
+      while handed == 0 && (deadline == 0L || left > 0) do
+        // Selector.select takes whole milliseconds (0 = no limit): round up, never to 0
+        IoFailure.about("receive on", describe)(awaitReady(SelectionKey.OP_READ, if deadline == 0L then 0L else (left + 999_999) / 1_000_000))
+        handed = handWaiting(ch, each)
+        if deadline != 0L then left = deadline - System.nanoTime()
+      handed
+    finally receiving.unlock()
+
+  /** Hands the stash's and then the kernel's waiting datagrams to `each` while it wants more;
+    * how many. The caller holds `receiving`. */
+  private def handWaiting(ch: DatagramChannel, each: ByteBuffer => Boolean): Int =
+    var handed = 0
+    var more = true
+    while more && !stash.isEmpty do
+      val p = stash.poll()
+      handed += 1
+      more = each(ByteBuffer.wrap(p.getData, p.getOffset, p.getLength))
+    while more && receiveIntoInbox(ch) do
+      handed += 1
+      more = each(inbox.nn)
+    handed
+
+  /** One datagram from the kernel into `inbox` (flipped: its payload remains), without waiting;
+    * false if none was waiting. The caller holds `receiving`. */
+  private def receiveIntoInbox(ch: DatagramChannel): Boolean =
+    var box = inbox
+    if box == null then
+      box = ByteBuffer.allocateDirect(InboxSize)
+      inbox = box
+    box.clear()
+    val from = IoFailure.about("receive on", describe)(ch.receive(box))
+    box.flip()
+    from != null
+
   /** A worker that takes the next datagram, waiting on the selector while there is none. It
     * completes its future only while holding `receiving`, and if a cancel came first it stashes
     * the datagram there too, so that a receive that finds the stash empty under the lock knows
@@ -202,7 +263,7 @@ final class SocketUDP:
     * `InterruptedException`). A selector is woken by an interrupt without closing anything,
     * unlike a blocking channel operation, which is why the channel never blocks itself.
     */
-  private def awaitReady(op: Int): Unit =
+  private def awaitReady(op: Int, timeoutMillis: Long = 0L): Unit =
     val ch = opened("wait on")
     val selector =
       waiting.lockInterruptibly()
@@ -219,7 +280,7 @@ final class SocketUDP:
           if op == SelectionKey.OP_READ then readable = s else writable = s
           s
       finally waiting.unlock()
-    try selector.select((_: SelectionKey) => ())
+    try selector.select((_: SelectionKey) => (), timeoutMillis)
     catch case _: java.nio.channels.ClosedSelectorException => throw ClosedChannelException() // closed meanwhile
     if Thread.interrupted() then throw InterruptedException("UDP wait interrupted")
 

@@ -99,6 +99,12 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(src.exit(), 0, src.err)
     assertEquals(os.read(src.stdoutFile), "one\ntwo words\n\nthree\n")
 
+  e2e.test("udp source: --count ends it after exactly N datagrams when many more are waiting (they arrive in batches)"): env =>
+    val src = env.udpSource(port => Seq("--count", "300", s"udp:127.0.0.1:$port,rcvbuf=4M", "-"))
+    sendAll(src.port, (0 until 1000).map(i => bytes(i.toString))) // loopback: all wait in the kernel at once
+    assertEquals(src.exit(), 0, src.err)
+    assertEquals(os.read(src.stdoutFile), (0 until 300).map(_.toString + "\n").mkString)
+
   e2e.test("udp sink: 'asyncpipe - udp:127.0.0.1:PORT' sends each line as one datagram, newline appended"): env =>
     withReceiver { rx =>
       val r = env.start(Seq("-", s"udp:127.0.0.1:${rx.port}"), stdin = Redirect.from(env.write("in.txt", "one\ntwo words\n\nlast without newline").toIO))
@@ -345,10 +351,12 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
   e2e.test("--on-full drop with a stalled consumer: frames written + dropped + kernel drops = datagrams sent"): env =>
     val n = 3000
     val src = env.udpSource(
-      port => Seq("--on-full", "drop", "--buffer", "1", "--idle-timeout", "1s", "--stats-json", s"udp:127.0.0.1:$port", "-"),
+      port => Seq("--on-full", "drop", "--buffer", "1", "--idle-timeout", "1s", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=4M", "-"),
       stdout = Redirect.PIPE
     )
     // Nobody reads stdout yet: once its pipe and asyncpipe's buffers are full, the next stage is busy.
+    // The kernel buffer holds the whole burst, so that the stage receives far more than its pipe and
+    // buffer hold even when it starts reading late (a message may carry 256 datagrams).
     sendAll(src.port, (0 until n).map(i => bytes(f"$i%06d-" + "z" * 200)))
     val lines = LineReader(src.process.getInputStream) // now read everything (the source ends on idleness)
     assertEquals(src.exit(), 0, src.err)

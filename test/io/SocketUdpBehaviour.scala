@@ -346,6 +346,76 @@ abstract class SocketUdpBehaviour(runtime: Runtime) extends munit.FunSuite, Watc
         assertEquals(small, 4096, "Linux: the request")
     finally s.close()
 
+  test("bindAndOpen with a receive buffer: SO_RCVBUF is the request (capped at rmem_max) from the start; a negative size throws"):
+    val s = SocketUDP().bindAndOpen(null, 0, 1 << 20)
+    try
+      val rmemMax = java.nio.file.Path.of("/proc/sys/net/core/rmem_max")
+      if System.getProperty("os.name") == "Linux" && java.nio.file.Files.isReadable(rmemMax) then
+        val max = java.nio.file.Files.readAllLines(rmemMax).get(0).trim.toInt
+        assertEquals(s.receiveBufferSize, math.min(1 << 20, max), s"Linux: the request, capped at rmem_max = $max")
+      assert(s.localPort > 0)
+    finally s.close()
+    intercept[IllegalArgumentException](SocketUDP().bindAndOpen(null, 0, -1))
+
+  // ---------------------------------------------------------------------------------------------
+  // Direct-style receive (a stage's reader thread)
+
+  /** The Ints of the datagrams `receiveWaiting` hands over in one call, taking at most `max`. */
+  private def intsWaiting(s: SocketUDP, timeoutNanos: Long, max: Int = Int.MaxValue): Seq[Int] =
+    val got = mutable.ArrayBuffer.empty[Int]
+    val n = s.receiveWaiting(timeoutNanos) { b =>
+      assertEquals(b.remaining, 4, "a datagram's payload is the buffer's remaining bytes")
+      got += b.getInt(b.position())
+      got.size < max
+    }
+    assertEquals(n, got.size, "the count returned is the datagrams handed over")
+    got.toSeq
+
+  test("receiveWaiting: the waiting datagrams in order in one call; it stops where `each` says, and the rest come next"):
+    withSockets: (server, client) =>
+      Async.blocking:
+        for n <- 1 to 10 do client.send(intPacket(n), Loopback, server.localPort).value
+        // loopback delivers at the send: all ten wait in the kernel now
+        assertEquals(intsWaiting(server, 0L, max = 4), 1 to 4)
+        assertEquals(intsWaiting(server, 0L), 5 to 10)
+
+  test("receiveWaiting: with nothing waiting it returns 0 after its timeout, and a datagram sent meanwhile wakes it"):
+    withSockets: (server, client) =>
+      val t0 = System.nanoTime()
+      assertEquals(intsWaiting(server, 50_000_000L), Nil)
+      val waited = millisSince(t0)
+      assert(waited >= 49, s"a 50 ms wait returned after $waited ms")
+      val got = AtomicReference[Try[Seq[Int]]]()
+      val receiver = Thread.ofPlatform().start { () => got.set(Try(intsWaiting(server, Patience * 1_000_000L))) }
+      eventually("the receiver to wait in its selector")(receiver.getStackTrace.exists(inSelect))
+      Async.blocking(client.send(intPacket(7), Loopback, server.localPort).value)
+      receiver.join(Patience)
+      assertEquals(got.get, Success(Seq(7)), "the datagram sent while it waited")
+
+  test("receiveWaiting: an interrupt ends the wait (InterruptedException), close ends it with a PosixIOException; the socket stays usable after the interrupt"):
+    withSockets: (server, client) =>
+      val outcome = AtomicReference[Throwable]()
+      val t = Thread.ofPlatform().start { () =>
+        try server.receiveWaiting(0L)(_ => true) catch case e: Throwable => outcome.set(e)
+      }
+      eventually("the receiver to wait in its selector")(t.getStackTrace.exists(inSelect))
+      t.interrupt()
+      t.join(Prompt)
+      assert(!t.isAlive, "the interrupted wait did not end")
+      assert(outcome.get.isInstanceOf[InterruptedException], s"got ${outcome.get}")
+      assert(server.isOpened, "the interrupt closed the socket")
+      Async.blocking(client.send(intPacket(5), Loopback, server.localPort).value)
+      assertEquals(intsWaiting(server, Patience * 1_000_000L), Seq(5))
+      outcome.set(null)
+      val t2 = Thread.ofPlatform().start { () =>
+        try server.receiveWaiting(0L)(_ => true) catch case e: Throwable => outcome.set(e)
+      }
+      eventually("the receiver to wait in its selector")(t2.getStackTrace.exists(inSelect))
+      server.close()
+      t2.join(Prompt)
+      assert(!t2.isAlive, "close did not end the wait")
+      assert(outcome.get.isInstanceOf[PosixIOException], s"got ${outcome.get}")
+
   test("bind to a port in use fails with a PosixIOException naming the port and 'address already in use'"):
     val a = SocketUDP().bindAndOpen(0)
     try
