@@ -28,8 +28,8 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
   private var lastSeq = -1L
   /** The message being filled: the waiting datagrams, one `len` frame each. */
   private val batch = UdpInput.BatchBuilder()
-  /** Whether the last message stopped before the kernel's queue was empty. */
-  @volatile private var moreWaiting = false
+  /** Whether the last message stopped at its limit rather than at an empty queue. */
+  @volatile private var stoppedFull = false
 
   def open(): Unit =
     try socket.bindAndOpen(host.orNull, port, rcvbuf.getOrElse(0))
@@ -44,7 +44,8 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
     * (and `--on-full block`) the flow also writes each message on this thread ([[Flow]]).
     */
   override def detached: Boolean = true
-  override def atHand: Boolean = moreWaiting
+  /** After a message that stopped at its limit, whether another datagram waits (one system call). */
+  override def atHand: Boolean = stoppedFull && socket.hasWaiting
   override def dropsWhenFull: Boolean = options.onFull == OnFull.Drop
 
   /** Each message holds every datagram that was waiting (at most [[UdpInput.MaxBatchFrames]] or
@@ -58,14 +59,16 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
     while received < limit && !idle do
       val room = math.min(UdpInput.MaxBatchFrames.toLong, limit - received).toInt
       batch.clear()
+      stoppedFull = false
       val n = socket.receiveWaiting(timeout) { payload =>
         add(payload)
-        batch.frames < room && batch.size < UdpInput.MaxBatchBytes
+        val more = batch.frames < room && batch.size < UdpInput.MaxBatchBytes
+        if !more then stoppedFull = true
+        more
       }
       if n == 0 then idle = true
       else
         received += n
-        moreWaiting = n == room && received < limit
         val message = batch.result()
         options.onFull match
           case OnFull.Block => out.send(message)

@@ -1,7 +1,7 @@
 package asyncpipe.io
 
 import asyncpipe.async.{Async, Future, Worker}
-import java.net.{DatagramPacket, InetSocketAddress, StandardSocketOptions}
+import java.net.{DatagramPacket, InetSocketAddress, SocketAddress, StandardSocketOptions}
 import java.nio.ByteBuffer
 import java.nio.channels.{ClosedChannelException, DatagramChannel, SelectionKey, Selector}
 import java.util.concurrent.ConcurrentLinkedQueue
@@ -198,14 +198,28 @@ final class SocketUDP:
       val p = stash.poll()
       handed += 1
       more = each(ByteBuffer.wrap(p.getData, p.getOffset, p.getLength))
-    while more && receiveIntoInbox(ch) do
+    while more && receiveIntoInbox(ch) != null do
       handed += 1
       more = each(inbox.nn)
     handed
 
-  /** One datagram from the kernel into `inbox` (flipped: its payload remains), without waiting;
-    * false if none was waiting. The caller holds `receiving`. */
-  private def receiveIntoInbox(ch: DatagramChannel): Boolean =
+  /** Whether a datagram is waiting now. To know, one is taken from the kernel if the stash is
+    * empty; it is kept there for the next receive, so nothing is lost or reordered.
+    */
+  def hasWaiting: Boolean =
+    val ch = opened("receive on")
+    receiving.lock()
+    try
+      !stash.isEmpty || {
+        val p = tryReceive(ch)
+        if p != null then stash.add(p)
+        p != null
+      }
+    finally receiving.unlock()
+
+  /** One datagram from the kernel into `inbox` (flipped: its payload remains) without waiting:
+    * its sender, or null if none was waiting. The caller holds `receiving`. */
+  private def receiveIntoInbox(ch: DatagramChannel): SocketAddress | Null =
     var box = inbox
     if box == null then
       box = ByteBuffer.allocateDirect(InboxSize)
@@ -213,7 +227,7 @@ final class SocketUDP:
     box.clear()
     val from = IoFailure.about("receive on", describe)(ch.receive(box))
     box.flip()
-    from != null
+    from
 
   /** A worker that takes the next datagram, waiting on the selector while there is none. It
     * completes its future only while holding `receiving`, and if a cancel came first it stashes
@@ -246,15 +260,10 @@ final class SocketUDP:
 
   /** A datagram from the kernel without waiting, or null. The caller holds `receiving`. */
   private def tryReceive(ch: DatagramChannel): DatagramPacket | Null =
-    var box = inbox
-    if box == null then
-      box = ByteBuffer.allocateDirect(InboxSize)
-      inbox = box
-    box.clear()
-    ch.receive(box) match
+    receiveIntoInbox(ch) match
       case null => null
       case from =>
-        box.flip()
+        val box = inbox.nn
         val bytes = new Array[Byte](box.remaining)
         box.get(bytes)
         DatagramPacket(bytes, bytes.length, from)

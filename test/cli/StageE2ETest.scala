@@ -105,6 +105,18 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(src.exit(), 0, src.err)
     assertEquals(os.read(src.stdoutFile), (0 until 300).map(_.toString + "\n").mkString)
 
+  e2e.test("udp source: a burst that fills one whole message (256 datagrams, or 5 of 60 KB) reaches the file without a later datagram"): env =>
+    for (count, size) <- Seq((256, 10), (5, 60_000)) do
+      val out = env.dir / s"burst-$count.bin"
+      val src = env.udpSource(port => Seq("--frame", "len", s"udp:127.0.0.1:$port,rcvbuf=4M", s"file:$out"))
+      kill("STOP", src.process.pid) // all of the burst waits in the kernel, to be read as one message
+      sendAll(src.port, Seq.fill(count)(Array.fill(size)('x'.toByte)))
+      kill("CONT", src.process.pid)
+      val want = count * (4L + size)
+      Support.eventually(s"$want bytes in $out (the stage flushes when nothing more waits)") { os.exists(out) && os.size(out) == want }
+      kill("TERM", src.process.pid)
+      assertEquals(src.exit(), 143, src.err)
+
   e2e.test("udp sink: 'asyncpipe - udp:127.0.0.1:PORT' sends each line as one datagram, newline appended"): env =>
     withReceiver { rx =>
       val r = env.start(Seq("-", s"udp:127.0.0.1:${rx.port}"), stdin = Redirect.from(env.write("in.txt", "one\ntwo words\n\nlast without newline").toIO))

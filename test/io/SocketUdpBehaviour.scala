@@ -379,6 +379,18 @@ abstract class SocketUdpBehaviour(runtime: Runtime) extends munit.FunSuite, Watc
         assertEquals(intsWaiting(server, 0L, max = 4), 1 to 4)
         assertEquals(intsWaiting(server, 0L), 5 to 10)
 
+  test("hasWaiting: false with nothing waiting, true once a datagram waits, and that datagram is still received, in order"):
+    withSockets: (server, client) =>
+      assert(!server.hasWaiting, "nothing was sent")
+      Async.blocking:
+        for n <- 1 to 3 do client.send(intPacket(n), Loopback, server.localPort).value
+        assert(server.hasWaiting, "three datagrams wait")
+        assert(server.hasWaiting, "asking again changes nothing")
+        assertEquals(intsWaiting(server, 0L, max = 1), Seq(1), "the datagram hasWaiting took comes first")
+        assertEquals(intOf(receiveWithin(server, "the second datagram")), 2)
+        assertEquals(intsWaiting(server, 0L), Seq(3))
+        assert(!server.hasWaiting, "all were received")
+
   test("receiveWaiting: with nothing waiting it returns 0 after its timeout, and a datagram sent meanwhile wakes it"):
     withSockets: (server, client) =>
       val t0 = System.nanoTime()
