@@ -188,7 +188,11 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
   test("two publishers with values ready are served in turns: neither waits for the other to empty"):
     Async.blocking:
       val n = 3000
-      val (m, sub) = subscribed()
+      // Small buffers: until both publishers are added, a's values can run at most ~40 ahead
+      // (with an unbounded subscriber a busy machine let a's first 1,000 through before b came)
+      val m = ChannelMultiplexer[Int](buffer = 16)
+      val sub = BufferedChannel[Try[Int]](16)
+      m.addSubscriber(sub)
       val a = UnboundedChannel[Int]()
       val b = UnboundedChannel[Int]()
       (0 until n).foreach(a.send)
