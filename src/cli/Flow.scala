@@ -14,11 +14,12 @@ import scala.util.{Failure, Success, Try}
   * also a channel into stage k+1 (in one JVM, messages pass as they are, no framing). Every input
   * of a stage (an endpoint, or the channel from the stage before) is a channel of `--buffer`
   * messages that ends with one [[Message.End]]. A stage with one input and one output reads that
-  * channel directly, or, when the input is a stream, the thread that reads it writes each message
-  * itself (a direct copy, no channel: ADR 0013); any other is a [[ChannelMultiplexer]]: every
-  * output receives every message, in order per input, each output from its own queue (so one
-  * slow output delays the others only once its queue is full). An output has finished when it has seen the End of every input of
-  * its stage; then it flushes and closes (or passes one End on to the next stage).
+  * channel directly, or, when the input reads on a thread of its own (a stream, a UDP socket),
+  * that thread writes each message itself (a direct copy, no channel: ADR 0013); any other is a
+  * [[ChannelMultiplexer]]: every output receives every message, in order per input, each output
+  * from its own queue (so one slow output delays the others only once its queue is full). An
+  * output has finished when it has seen the End of every input of its stage; then it flushes and
+  * closes (or passes one End on to the next stage).
   *
   * ==Ending== (exit status, first that applies)
   *   - A signal (SIGINT/SIGTERM): inputs stop at once (what they had sent is still delivered),
@@ -106,9 +107,9 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     }
     done.future
 
-  /** Copies a stream `input` to the stage's only `output` on the input's own thread, as `cat`
-    * does: each message is written by the thread that read it, with no channel and no second
-    * thread between (a hand-over costs two thread wake-ups per message, which made a copy stage
+  /** Copies a detached `input` (a stream, a UDP socket) to the stage's only `output` on the
+    * input's own thread, as `cat` does: each message is written by the thread that read it, with
+    * no channel and no second thread between (a hand-over costs two thread wake-ups per message, which made a copy stage
     * use twice the CPU of `cat`). The output is flushed whenever the input has nothing at hand.
     * The future ends when the input has ended (or failed, or the flow stopped) and the output has
     * finished; a stop waits for a write in progress, and what the input reads after it is dropped.

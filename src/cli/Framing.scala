@@ -371,6 +371,13 @@ object FrameDecoder:
   private[cli] def readLength(a: Array[Byte], i: Int): Long =
     (((a(i) & 0xff) << 24) | ((a(i + 1) & 0xff) << 16) | ((a(i + 2) & 0xff) << 8) | (a(i + 3) & 0xff)) & 0xffffffffL
 
+  /** Writes a `len` frame's 4-byte big-endian length prefix at `a(i)`. */
+  private[cli] def writeLength(a: Array[Byte], i: Int, length: Int): Unit =
+    a(i) = (length >>> 24).toByte
+    a(i + 1) = (length >>> 16).toByte
+    a(i + 2) = (length >>> 8).toByte
+    a(i + 3) = length.toByte
+
   /** Adapts a `Frame => Unit` receiver: copies slices, takes owned arrays as they are. */
   private final class Framed(emit: Frame => Unit) extends FrameSink:
     def frame(bytes: Array[Byte], offset: Int, length: Int, terminated: Boolean): Unit =
@@ -517,10 +524,7 @@ object FrameBatch:
   def single(bytes: Array[Byte], offset: Int, length: Int): FrameBatch =
     java.util.Objects.checkFromIndexSize(offset, length, bytes.length)
     val wire = new Array[Byte](4 + length)
-    wire(0) = (length >>> 24).toByte
-    wire(1) = (length >>> 16).toByte
-    wire(2) = (length >>> 8).toByte
-    wire(3) = length.toByte
+    FrameDecoder.writeLength(wire, 0, length)
     System.arraycopy(bytes, offset, wire, 4, length)
     FrameBatch(Framing.Len, wire, wire.length, terminated = true)
 
@@ -752,10 +756,7 @@ final class FrameEncoder(val framing: Framing, val checkFrames: Boolean = true):
     else if framing == Framing.Len then
       if length > limit - pos - 4 then -1
       else
-        dst(pos) = (length >>> 24).toByte
-        dst(pos + 1) = (length >>> 16).toByte
-        dst(pos + 2) = (length >>> 8).toByte
-        dst(pos + 3) = length.toByte
+        FrameDecoder.writeLength(dst, pos, length)
         System.arraycopy(bytes, offset, dst, pos + 4, length)
         pos + 4 + length
     else if length > limit - pos then -1

@@ -123,12 +123,8 @@ object UdpInput:
     def append(payload: java.nio.ByteBuffer, length: Int): Int =
       if size + 4 + length > array.length then
         array = java.util.Arrays.copyOf(array, math.max(array.length * 2, size + 4 + length))
-      val a = array
-      a(size) = (length >>> 24).toByte
-      a(size + 1) = (length >>> 16).toByte
-      a(size + 2) = (length >>> 8).toByte
-      a(size + 3) = length.toByte
-      payload.get(payload.position(), a, size + 4, length)
+      FrameDecoder.writeLength(array, size, length)
+      payload.get(payload.position(), array, size + 4, length)
       size += 4 + length
       frames += 1
       size - length

@@ -404,29 +404,29 @@ abstract class SocketUdpBehaviour(runtime: Runtime) extends munit.FunSuite, Watc
       receiver.join(Patience)
       assertEquals(got.get, Success(Seq(7)), "the datagram sent while it waited")
 
+  /** `receiveWaiting` with no time limit on a thread of its own; once it waits in its selector,
+    * `end` it; what the call then gave. */
+  private def endedWait(s: SocketUDP, how: String)(end: Thread => Unit)(using Location): Try[Int] =
+    val outcome = AtomicReference[Try[Int]]()
+    val t = Thread.ofPlatform().start { () =>
+      // not Try(...): it lets InterruptedException through
+      outcome.set(try Success(s.receiveWaiting(0L)(_ => true)) catch case e: Throwable => Failure(e))
+    }
+    eventually("the receiver to wait in its selector")(t.getStackTrace.exists(inSelect))
+    end(t)
+    t.join(Prompt)
+    assert(!t.isAlive, s"$how did not end the wait")
+    outcome.get
+
   test("receiveWaiting: an interrupt ends the wait (InterruptedException), close ends it with a PosixIOException; the socket stays usable after the interrupt"):
     withSockets: (server, client) =>
-      val outcome = AtomicReference[Throwable]()
-      val t = Thread.ofPlatform().start { () =>
-        try server.receiveWaiting(0L)(_ => true) catch case e: Throwable => outcome.set(e)
-      }
-      eventually("the receiver to wait in its selector")(t.getStackTrace.exists(inSelect))
-      t.interrupt()
-      t.join(Prompt)
-      assert(!t.isAlive, "the interrupted wait did not end")
-      assert(outcome.get.isInstanceOf[InterruptedException], s"got ${outcome.get}")
+      val interrupted = endedWait(server, "an interrupt")(_.interrupt())
+      assert(interrupted.failed.toOption.exists(_.isInstanceOf[InterruptedException]), s"got $interrupted")
       assert(server.isOpened, "the interrupt closed the socket")
       Async.blocking(client.send(intPacket(5), Loopback, server.localPort).value)
       assertEquals(intsWaiting(server, Patience * 1_000_000L), Seq(5))
-      outcome.set(null)
-      val t2 = Thread.ofPlatform().start { () =>
-        try server.receiveWaiting(0L)(_ => true) catch case e: Throwable => outcome.set(e)
-      }
-      eventually("the receiver to wait in its selector")(t2.getStackTrace.exists(inSelect))
-      server.close()
-      t2.join(Prompt)
-      assert(!t2.isAlive, "close did not end the wait")
-      assert(outcome.get.isInstanceOf[PosixIOException], s"got ${outcome.get}")
+      val closed = endedWait(server, "close")(_ => server.close())
+      assert(closed.failed.toOption.exists(_.isInstanceOf[PosixIOException]), s"got $closed")
 
   test("bind to a port in use fails with a PosixIOException naming the port and 'address already in use'"):
     val a = SocketUDP().bindAndOpen(0)
