@@ -15,6 +15,8 @@
 //> using javaOpt --enable-native-access=ALL-UNNAMED
 // The task runner gives the JDK's process-start logger a silent one (StartLog in ProcessGroup.scala).
 //> using javaOpt --add-opens=java.base/java.lang=ALL-UNNAMED
+// Kernel copies (Splice.scala) need the descriptor of a FileChannel, which is private to sun.nio.ch.
+//> using javaOpt --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
 // JVM flags the launcher adds for every verb but `bench` (install.sh and BuildInfo read this line):
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.

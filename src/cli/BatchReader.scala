@@ -61,6 +61,9 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
   /** The buffer to read into: after the bytes read so far, room up to its limit (never none). */
   def room: ByteBuffer = current
 
+  /** The bytes read but not yet emitted: the start of a frame whose end has not come. */
+  def pending: Int = current.position()
+
   /** After a read into `room`: emits every frame completed so far as one batch, and keeps the
     * incomplete frame after them for the next read.
     * @throws FramingException for a frame over the limit

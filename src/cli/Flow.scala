@@ -194,7 +194,7 @@ object Flow:
     * is dropped and `send` throws a `CancellationException`, which ends the input's pump.
     */
   private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: Control)
-      extends SendableChannel[FrameBatch]:
+      extends KernelSink:
     // Held while a message is written, so that `halt` waits for a write in progress.
     private val lock = java.util.concurrent.locks.ReentrantLock()
     private var open = true // under lock
@@ -209,6 +209,29 @@ object Flow:
         try
           output.write(x)
           if !input.atHand then output.idle()
+        catch case e: Exception if !cancelled(e) =>
+          failed(e)
+          throw java.util.concurrent.CancellationException("the output has failed")
+      finally lock.unlock()
+
+    def kernelTarget: KernelTarget | Null = output.kernelTarget
+
+    def moveInKernel(n: Long)(move: Long => Long): Boolean =
+      lock.lock()
+      try
+        if !open || !ok then throw java.util.concurrent.CancellationException("the output has stopped")
+        try
+          output.flushBuffered()
+          var left = n
+          var refused = false
+          while left > 0 && !refused do
+            val m = move(left)
+            if m == -Splice.EINVAL && left == n then refused = true
+            else if m < 0 then throw Splice.failure(m)
+            else if m == 0 then left = 0 // the input ended early (a file that shrank)
+            else left -= m
+          if !refused then output.movedInKernel(n - left)
+          !refused
         catch case e: Exception if !cancelled(e) =>
           failed(e)
           throw java.util.concurrent.CancellationException("the output has failed")

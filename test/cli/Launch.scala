@@ -1,8 +1,8 @@
 package asyncpipe.cli
 
 /** Runs the built tool as a real process: the assembly jar (ASYNCPIPE_ASSEMBLY, set by build.mill)
-  * on the JDK the tests run on (the build picks JDK 25 for them), with native access as the
-  * launcher grants it (stages resize their pipes: PipeSize).
+  * on the JDK the tests run on (the build picks JDK 25 for them), with the flags the launcher
+  * gives it (native access and opened packages: stages resize their pipes and splice them).
   */
 object Launch:
   final case class Outcome(exitCode: Int, out: String, err: String)
@@ -12,7 +12,16 @@ object Launch:
 
   def command(args: String*): Seq[String] =
     val jar = assembly.getOrElse(sys.error("ASYNCPIPE_ASSEMBLY is not set or missing: run the tests through ./mill"))
-    Seq(java, "--enable-native-access=ALL-UNNAMED", "-cp", jar, "asyncpipe.cli.Main") ++ args
+    Seq(java) ++ runtimeFlags ++ Seq("-cp", jar, "asyncpipe.cli.Main") ++ args
+
+  /** The flags of project.scala's `//> using javaOpt` lines, which the launcher gives every run
+    * and the build gives this test JVM: taken from this JVM's own arguments.
+    */
+  lazy val runtimeFlags: Seq[String] =
+    import scala.jdk.CollectionConverters.*
+    _root_.java.lang.management.ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq.filter { a =>
+      a.startsWith("--enable-native-access") || a.startsWith("--add-opens") || a == "-XX:+UseCompactObjectHeaders"
+    }
 
   def apply(args: String*): Outcome =
     val r = os.proc(command(args*)).call(check = false, stdin = os.Pipe, stderr = os.Pipe)

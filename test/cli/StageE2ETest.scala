@@ -163,6 +163,31 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
   // -----------------------------------------------------------------------------------------------
   // mux: fan-out and per-source order
 
+  // Past KernelCopy.After (4 MiB) a stage moves a stream inside the kernel (ADR 0014): splice from
+  // a pipe, sendfile from a file, into a pipe; the sink writes its file the usual way.
+  for frame <- Seq("lines", "nul", "raw") do
+    e2e.test(s"--frame $frame: 12 MB through three processes (moved in the kernel after 4 MiB, frames over 64 KiB and 1 MiB among them) byte for byte"): env =>
+      val rnd = Random(frame.hashCode + 1)
+      val big = ByteArrayOutputStream()
+      val unit = sample(frame)
+      while big.size < 12_000_000 do
+        big.write(unit, 0, unit.length - 40) // whole frames of the sample (its odd last one left out)
+        val d = if frame == "nul" then 0 else '\n'.toInt
+        big.write(Array.fill[Byte](if rnd.nextBoolean() then 100_000 else 1_200_000)('k'.toByte))
+        big.write(d)
+      val in = env.write("in.bin", big.toByteArray)
+      val out = env.dir / "out.bin"
+      val stages = Seq(Seq("--frame", frame, s"file:$in", "-"), Seq("mux", "--frame", frame), Seq("--frame", frame, "-", s"file:$out"))
+      val builders = stages.zipWithIndex.map { (args, i) =>
+        ProcessBuilder(Launch.command(args*).asJava).redirectError((env.dir / s"err$i.txt").toIO)
+      }
+      val procs = ProcessBuilder.startPipeline(builders.asJava).asScala.toSeq
+      env.adopt(procs*)
+      for (p, i) <- procs.zipWithIndex do
+        assertEquals(exitOf(p, s"stage ${i + 1}", Slow), 0, os.read(env.dir / s"err$i.txt"))
+      assertSameBytes(out, in)
+      for i <- stages.indices do assertEquals(os.read(env.dir / s"err$i.txt"), "", s"stderr of stage ${i + 1}")
+
   e2e.test("fan-out: 'mux --out file:A --out file:B' writes stdout and both files identical to the input"): env =>
     val in = env.write("in.txt", sample("lines"))
     val (a, b) = (env.dir / "a.txt", env.dir / "b.txt")
@@ -223,15 +248,18 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assert(took < Support.Patience, s"head -n 3 of tick:1ms took $took ms")
 
   // A stream copied as it is read (one stream input, one output): the reading thread writes.
-  for (name, args) <- Seq("file:IN -" -> Seq("file:IN", "-"), "- - < IN" -> Seq("-", "-"), "mux < IN" -> Seq("mux")) do
-    e2e.test(s"EPIPE: 'asyncpipe $name | head -c 100' exits 141 promptly, with nothing on stderr"): env =>
-      val in = env.write("in.txt", (1 to 400_000).map(i => s"line $i\n").mkString)
+  // Taking 6,000,000 bytes, head leaves while the stage moves bytes in the kernel (after 4 MiB).
+  for (name, args) <- Seq("file:IN -" -> Seq("file:IN", "-"), "- - < IN" -> Seq("-", "-"), "mux < IN" -> Seq("mux")); take <- Seq(100, 6_000_000) do
+    e2e.test(s"EPIPE: 'asyncpipe $name | head -c $take' exits 141 promptly, with nothing on stderr"): env =>
+      val text = (1 to 600_000).map(i => s"line $i\n").mkString
+      val in = env.write("in.txt", text)
       val stage = ProcessBuilder(Launch.command(args.map(a => if a == "file:IN" then s"file:$in" else a)*).asJava)
         .redirectInput(in.toIO).redirectError((env.dir / "err.txt").toIO)
-      val procs = ProcessBuilder.startPipeline(Seq(stage, ProcessBuilder("head", "-c", "100")).asJava).asScala.toSeq
+      val procs = ProcessBuilder.startPipeline(Seq(stage, ProcessBuilder("head", "-c", take.toString)).asJava).asScala.toSeq
       env.adopt(procs*)
       val shown = String(procs(1).getInputStream.readAllBytes(), UTF_8)
-      assertEquals(shown, (1 to 400_000).map(i => s"line $i\n").mkString.take(100))
+      assertEquals(shown.length, take)
+      assert(shown == text.take(take), "head did not get the input's start")
       assertEquals(exitOf(procs(0), "asyncpipe after head exited"), ExitCode.ClosedPipe)
       assertEquals(os.read(env.dir / "err.txt"), "")
 
