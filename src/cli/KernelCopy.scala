@@ -67,6 +67,7 @@ final class KernelCopy(
   private val raw = framing == Framing.Raw
   private val peek = ByteBuffer.allocateDirect(Peek)
   private val target = sink.kernelTarget.nn
+  private lazy val file = channel.asInstanceOf[FileChannel] // `regular` only
 
   /** Copies until the input ends ([[Outcome.Ended]], `reader` finished), or until the kernel
     * refuses these two descriptors ([[Outcome.Refused]]: the caller goes on reading the usual way
@@ -147,19 +148,18 @@ final class KernelCopy(
   // From a regular file
 
   private def fromFile(): Outcome =
-    val channel = this.channel.asInstanceOf[FileChannel]
     var outcome: Outcome | Null = null
     while outcome == null do
-      val at = channel.position()
-      val n = math.min(Chunk, channel.size() - at)
+      val at = file.position()
+      val n = math.min(Chunk, file.size() - at)
       if n <= 0 then { if !readOnce() then outcome = Outcome.Ended } // the end: the usual read finds it
       else if reader.pending == 0 then
         val cut = if raw then n else lastCutAt(at, n)
         if cut == 0 then { if !readOnce() then outcome = Outcome.Ended }
         else
           var sent = 0L
-          val _ = move(cut, left => { val m = channel.transferTo(at + sent, left, target.channel); sent += m; m })
-          channel.position(at + sent)
+          val _ = move(cut, left => { val m = file.transferTo(at + sent, left, target.channel); sent += m; m })
+          file.position(at + sent)
       else readExactly(firstCutAt(at, n))
     outcome.nn
 
@@ -173,11 +173,10 @@ final class KernelCopy(
 
   /** Reads `n` bytes at `at` into the look buffer; false if the file ended first (it shrank). */
   private def preadLook(at: Long, n: Int): Boolean =
-    val channel = this.channel.asInstanceOf[FileChannel]
     peek.clear().limit(n)
     var ended = false
     while !ended && peek.hasRemaining do
-      if channel.read(peek, at + peek.position()) < 0 then ended = true
+      if file.read(peek, at + peek.position()) < 0 then ended = true
     peek.flip()
     !ended
 

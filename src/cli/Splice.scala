@@ -43,7 +43,7 @@ object Splice:
     catch case _: Throwable => None
 
   private lazy val calls: Option[Calls] =
-    if !Splice.getClass.getModule.isNativeAccessEnabled || !System.getProperty("os.name", "").startsWith("Linux") || fdOf.isEmpty then None
+    if !permitted then None
     else
       try
         val linker = Linker.nativeLinker()
