@@ -389,15 +389,16 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals((in("dropped").num, out("dropped").num, in("seq_gaps").num), (0.0, 0.0, 0.0))
 
   e2e.test("--on-full drop with a stalled consumer: frames written + dropped + kernel drops = datagrams sent"): env =>
-    val n = 3000
+    val n = 4000
     val src = env.udpSource(
       port => Seq("--on-full", "drop", "--buffer", "1", "--idle-timeout", "1s", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=4M", "-"),
       stdout = Redirect.PIPE
     )
     // Nobody reads stdout yet: once its pipe and asyncpipe's buffers are full, the next stage is busy.
-    // The kernel buffer holds the whole burst, so that the stage receives far more than its pipe and
-    // buffer hold even when it starts reading late (a message may carry 256 datagrams).
-    sendAll(src.port, (0 until n).map(i => bytes(f"$i%06d-" + "z" * 200)))
+    // The burst (4 MB) is far more than the stage's pipe (1 MiB once grown) and buffers hold, and
+    // the kernel buffer keeps most of it even when the stage starts reading late (a message may
+    // carry 256 datagrams). With 3,000 datagrams of 208 bytes (624 KB) a grown pipe took them all.
+    sendAll(src.port, (0 until n).map(i => bytes(f"$i%06d-" + "z" * 993)))
     val lines = LineReader(src.process.getInputStream) // now read everything (the source ends on idleness)
     assertEquals(src.exit(), 0, src.err)
     val got = lines.all()
