@@ -76,6 +76,10 @@ trait Output:
   def flushBuffered(): Unit = ()
   /** Counts `n` bytes that a kernel copy moved into the output. */
   def movedInKernel(n: Long): Unit = ()
+  /** The descriptor whose reader, once gone, ends this output as a failed write would
+    * ([[ReaderWatch]]): the process's standard output; -1 for any other output.
+    */
+  def readerFd: Int = -1
 
 /** The messages between stages. */
 object Message:
@@ -289,9 +293,11 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
     */
   override lazy val kernelTarget: KernelTarget | Null =
     address match
-      case Address.Std if !countFrames && Splice.permitted && !Files.isRegularFile(Path.of("/proc/self/fd/1")) =>
+      case Address.Std if stdout.descriptor == 1 && !countFrames && Splice.permitted && !Files.isRegularFile(Path.of("/proc/self/fd/1")) =>
         KernelTarget(1, java.io.FileOutputStream(FileDescriptor.out).getChannel)
       case _ => null
+
+  override def readerFd: Int = if address == Address.Std then stdout.descriptor else -1
 
   override def flushBuffered(): Unit =
     writer.nn.flush()

@@ -34,6 +34,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
   import Flow.*
 
   private val control = Control(io.err)
+  private val watches = ConcurrentLinkedQueue[ReaderWatch]()
   private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err)
 
   /** Opens every endpoint, moves the messages, and returns the exit status (or the error). */
@@ -67,6 +68,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       }
       finished.foreach(_.await)
     }
+    watches.asScala.foreach(_.stop())
     stages.foreach(_.inputs.foreach(i => Try(i.close())))
     stats.finish()
     control.outcome
@@ -115,6 +117,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     * finished; a stop waits for a write in progress, and what the input reads after it is dropped.
     */
   private def copy(input: Input, output: Output, group: OutputGroup)(using Async): Future[Unit] =
+    watchReader(output, group)
     val sink = DirectSink(input, output, group, control)
     Future {
       val done = detachedPump(input, sink)
@@ -127,6 +130,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
   /** Joins `sources` to `outputs` and returns the futures that end when each output has finished. */
   private def connect(sources: Seq[ReadableChannel[FrameBatch]], outputs: Seq[Output], options: StageOptions)(using Async): Seq[Future[Unit]] =
     val group = OutputGroup(outputs.size, options.outputError)
+    outputs.foreach(watchReader(_, group))
     if sources.size == 1 && outputs.size == 1 then
       Seq(Future(drain(outputs.head, Inbox.Direct(sources.head), 1, group)))
     else
@@ -138,6 +142,13 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       }
       sources.foreach(mux.addPublisher)
       queues.map((o, q) => Future(drain(o, Inbox.Muxed(q), sources.size, group)))
+
+  /** When `output` writes into a pipe or socket, a reader of it that goes away while the output
+    * is idle ends it as a write would have (EPIPE): see [[ReaderWatch]].
+    */
+  private def watchReader(output: Output, group: OutputGroup): Unit =
+    val fd = output.readerFd
+    if fd >= 0 then watches.add(ReaderWatch.start(fd, () => output.counters.bytes)(() => control.readerGone(output, group)))
 
   /** Writes what comes in to `output` until the End of each of its `ends` inputs has come. After a
     * failure it goes on reading (and dropping, releasing each message), so that nothing upstream
@@ -288,6 +299,7 @@ object Flow:
     val stopped: Promise[Unit] = Promise[Unit]()
     @volatile private var ending: Option[Ending] = None
     private val errors = ConcurrentLinkedQueue[CliError]()
+    private val failedOutputs = java.util.concurrent.ConcurrentHashMap.newKeySet[Output]()
     @volatile private var warned = false
 
     def stop(why: Ending): Unit =
@@ -304,11 +316,19 @@ object Flow:
         case Failure(e) if !cancelled(e) => failed(EndpointFailure(input.address.render, "read", e))
         case _                           => ()
 
-    /** Releases `output`, whose write or finish failed with `e`. Under `--output-error warn` the
+    /** The reader of `output` went away while it was idle: as a write that met EPIPE. */
+    def readerGone(output: Output, group: OutputGroup): Unit =
+      outputFailed(output, DownstreamGone(IOException("Broken pipe")), group)
+
+    /** Releases `output`, whose write or finish failed with `e` (only its first failure counts:
+      * a watched reader's going and the next write's EPIPE are one). Under `--output-error warn` the
       * failure is reported now (a closed pipe quietly) and the others go on, until none is left;
       * otherwise the flow stops.
       */
     def outputFailed(output: Output, e: Exception, group: OutputGroup): Unit =
+      if failedOutputs.add(output) then lose(output, e, group)
+
+    private def lose(output: Output, e: Exception, group: OutputGroup): Unit =
       Try(output.abort())
       val pipe = e match
         case io: IOException => OwnedOutput.isBrokenPipe(io)

@@ -31,7 +31,9 @@ final class OwnedOutput(
     channel: WritableByteChannel,
     capacity: Int = OwnedOutput.DefaultCapacity,
     idleFlushNanos: Long = OwnedOutput.DefaultIdleFlushNanos,
-    maxDelayNanos: Long = -1
+    maxDelayNanos: Long = -1,
+    /** The descriptor `channel` writes, when it is one of the process's standard ones; else -1. */
+    val descriptor: Int = -1
 ):
   asyncpipe.async.check(capacity > 0, s"capacity was $capacity, must be > 0")
   asyncpipe.async.check(idleFlushNanos > 0, s"idleFlushNanos was $idleFlushNanos, must be > 0")
@@ -150,7 +152,7 @@ object OwnedOutput:
   val MaxDelayPeriods: Long = 10
 
   /** The process's standard output (file descriptor 1), unbuffered by the JDK. */
-  lazy val stdout: OwnedOutput = OwnedOutput(FileOutputStream(FileDescriptor.out).getChannel)
+  lazy val stdout: OwnedOutput = OwnedOutput(FileOutputStream(FileDescriptor.out).getChannel, descriptor = 1)
 
   /** True when `e` is the OS reporting that the reading end of a pipe or socket is closed. */
   def isBrokenPipe(e: IOException): Boolean =

@@ -287,6 +287,38 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     try again.bind(InetSocketAddress("127.0.0.1", port)) // throws if the port were still held
     finally again.close()
 
+  // With nothing to write, a stage learns that its reader has gone from ReaderWatch.
+  e2e.test("EPIPE with nothing to write: a udp source whose reader left exits 141 with no further datagram, its port free"): env =>
+    val (port, r) = env.udpSourceInto(port =>
+      s"${shellCommand(s"udp:127.0.0.1:$port", "-")} | head -n 1 > '${env.dir / "head.txt"}'; exit $${PIPESTATUS[0]}")
+    sendAll(port, Seq(bytes("only")))
+    assertEquals(r.exit(), ExitCode.ClosedPipe, r.err)
+    assertEquals(os.read(env.dir / "head.txt"), "only\n")
+    assertEquals(r.err, "")
+    val again = DatagramChannel.open()
+    try again.bind(InetSocketAddress("127.0.0.1", port)) // throws if the port were still held
+    finally again.close()
+
+  for (name, args, feed) <- Seq(
+      ("tick:1h -", Seq("tick:1h", "-"), None),
+      ("- - (stdin open and quiet)", Seq("-", "-"), Some("first\n")),
+      ("mux --out file:OUT (stdin open and quiet)", Seq("mux", "--out", "file:OUT"), Some("first\n"))
+    ) do
+    e2e.test(s"EPIPE with nothing to write: 'asyncpipe $name | head -n 1' exits 141 once head has gone"): env =>
+      val stage = ProcessBuilder(Launch.command(args.map(_.replace("OUT", (env.dir / "out.txt").toString))*).asJava)
+        .redirectError((env.dir / "err.txt").toIO)
+      val procs = ProcessBuilder.startPipeline(Seq(stage, ProcessBuilder("head", "-n", "1")).asJava).asScala.toSeq
+      env.adopt(procs*)
+      val stdin = procs(0).getOutputStream
+      try
+        feed.foreach { text => stdin.write(bytes(text)); stdin.flush() } // and stdin stays open
+        val shown = String(procs(1).getInputStream.readAllBytes(), UTF_8)
+        assertEquals(exitOf(procs(1), "head"), 0)
+        assertEquals(shown.linesIterator.size, 1, shown)
+        assertEquals(exitOf(procs(0), "asyncpipe after head exited, its input quiet"), ExitCode.ClosedPipe)
+        assertEquals(os.read(env.dir / "err.txt"), "")
+      finally stdin.close()
+
   for (signal, status) <- Seq("INT" -> ExitCode.Interrupted, "TERM" -> ExitCode.Terminated) do
     e2e.test(s"SIG$signal mid-stream: exit $status, the file ends with a whole record"): env =>
       val out = env.dir / "out.txt"
