@@ -49,6 +49,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))
         return Left(e.error)
+    for s <- stages; i <- s.inputs; line <- i.opened do io.err.println(line)
     Signals.onStop(stop => control.stop(Ending.Signalled(stop)))
     stats.start()
     Async.blocking {

@@ -8,7 +8,7 @@ object Help:
   val addressForms: Seq[(String, String)] = Seq(
     "-" -> "standard input as a source, standard output as a sink",
     "file:PATH[,append][,follow][,fsync]" -> "a file: read as a source, written (or appended) as a sink; '\\,' is a comma in PATH",
-    "udp:PORT[,rcvbuf=SIZE]" -> "receive datagrams on PORT (0: any free port), all interfaces (a source)",
+    "udp:PORT[,rcvbuf=SIZE]" -> "receive datagrams on PORT (0: a free port, told on stderr), all interfaces (a source)",
     "udp:HOST:PORT[,rcvbuf=SIZE]" -> "receive bound to HOST as a source; send to HOST:PORT as a sink; [IPv6]",
     "tick:DURATION[,count=N]" -> "a timer source: one frame every DURATION"
   )

@@ -38,6 +38,10 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
   /** The port the socket is bound to (the one the kernel chose, for port 0). */
   def localPort: Int = socket.localPort
 
+  /** For port 0, the port the kernel chose: the senders must be told. */
+  override def opened: Option[String] =
+    if port == 0 then Some(s"asyncpipe: ${address.render} listens on port $localPort") else None
+
   /** Read on a thread of its own: a wait for the socket is a system call there (`epoll_wait`),
     * not a future, a worker and a timer per datagram (which cost ~16 us of CPU per datagram and
     * could not keep up with 50,000 a second while the next stage's JVM started). With one output

@@ -99,6 +99,18 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(src.exit(), 0, src.err)
     assertEquals(os.read(src.stdoutFile), "one\ntwo words\n\nthree\n")
 
+  e2e.test("udp:127.0.0.1:0 binds a port the kernel chose and tells it on stderr; a datagram sent there arrives"): env =>
+    val r = env.start(Seq("--count", "1", "udp:127.0.0.1:0", "-"))
+    val said = """asyncpipe: udp:127\.0\.0\.1:0 listens on port ([0-9]+)\n""".r
+    Support.eventually("asyncpipe to tell its port") { said.matches(r.err) || !r.alive }
+    val port = r.err match
+      case said(p) => p.toInt
+      case other   => fail(s"stderr was: $other")
+    assert(boundBy(r.process.pid, port), s"asyncpipe does not hold the port $port it told")
+    sendAll(port, Seq(bytes("hello")))
+    assertEquals(r.exit(), 0, r.err)
+    assertEquals(r.out, "hello\n")
+
   e2e.test("udp source: --count ends it after exactly N datagrams when many more are waiting (they arrive in batches)"): env =>
     val src = env.udpSource(port => Seq("--count", "300", s"udp:127.0.0.1:$port,rcvbuf=4M", "-"))
     sendAll(src.port, (0 until 1000).map(i => bytes(i.toString))) // loopback: all wait in the kernel at once
