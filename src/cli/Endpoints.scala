@@ -37,10 +37,10 @@ trait Input:
   val counters: Counters = Counters(address.render)
   /** Acquires the endpoint (opens the file, binds the port); throws [[CliError.Failed]] with the reason. */
   def open(): Unit
-  /** What the user must be told once the endpoint is open, on stderr (the port the kernel chose
-    * for `udp:0`), if anything.
+  /** What the user must be told once the endpoint is open, a line each on stderr (the port the
+    * kernel chose for `udp:0`, a receive buffer the kernel capped).
     */
-  def opened: Option[String] = None
+  def opened: Seq[String] = Nil
   /** True when `pump` runs on a platform thread of its own, which the flow does not wait for
     * when stopping: it may block in a system call that no cancel ends (a read of a pipe), or
     * waits in one more cheaply than a future could (a UDP socket).

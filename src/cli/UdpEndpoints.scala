@@ -38,9 +38,16 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
   /** The port the socket is bound to (the one the kernel chose, for port 0). */
   def localPort: Int = socket.localPort
 
-  /** For port 0, the port the kernel chose: the senders must be told. */
-  override def opened: Option[String] =
-    if port == 0 then Some(s"asyncpipe: ${address.render} listens on port $localPort") else None
+  /** For port 0, the port the kernel chose (the senders must be told); a `rcvbuf` the kernel
+    * capped at net.core.rmem_max (the user counts on it to absorb bursts).
+    */
+  override def opened: Seq[String] =
+    val chosen = if port == 0 then Seq(s"asyncpipe: ${address.render} listens on port $localPort") else Nil
+    val capped = rcvbuf.map(asked => (asked, socket.receiveBufferSize)).collect { case (asked, granted) if granted < asked =>
+      s"asyncpipe: ${address.render}: the kernel granted a receive buffer of $granted bytes, " +
+        s"not $asked (net.core.rmem_max); more needs 'sysctl -w net.core.rmem_max=$asked'"
+    }
+    chosen ++ capped
 
   /** Read on a thread of its own: a wait for the socket is a system call there (`epoll_wait`),
     * not a future, a worker and a timer per datagram (which cost ~16 us of CPU per datagram and

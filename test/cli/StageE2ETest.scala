@@ -111,6 +111,16 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(r.exit(), 0, r.err)
     assertEquals(r.out, "hello\n")
 
+  e2e.test("udp source: a rcvbuf over net.core.rmem_max is granted as far as the kernel allows, and stderr says so"): env =>
+    assume(rmemMax < (1L << 29), s"net.core.rmem_max is $rmemMax: no ask above it fits")
+    val asked = 2 * rmemMax
+    val r = env.udpSource(port => Seq("--count", "1", s"udp:127.0.0.1:$port,rcvbuf=$asked", "-"))
+    Support.eventually("the warning on stderr") { r.err.nonEmpty }
+    assert(r.err.contains(s"granted a receive buffer of $rmemMax bytes, not $asked (net.core.rmem_max)"), r.err)
+    sendAll(r.port, Seq(bytes("still works")))
+    assertEquals(r.exit(), 0, r.err)
+    assertEquals(r.out, "still works\n")
+
   e2e.test("udp source: --count ends it after exactly N datagrams when many more are waiting (they arrive in batches)"): env =>
     val src = env.udpSource(port => Seq("--count", "300", s"udp:127.0.0.1:$port,rcvbuf=4M", "-"))
     sendAll(src.port, (0 until 1000).map(i => bytes(i.toString))) // loopback: all wait in the kernel at once
@@ -435,7 +445,8 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
   e2e.test("--on-full drop with a stalled consumer: frames written + dropped + kernel drops = datagrams sent"): env =>
     val n = 4000
     val src = env.udpSource(
-      port => Seq("--on-full", "drop", "--buffer", "1", "--idle-timeout", "1s", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=4M", "-"),
+      // A receive buffer the kernel grants whole: a capped one would add a warning line to stderr.
+      port => Seq("--on-full", "drop", "--buffer", "1", "--idle-timeout", "1s", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=${math.min(4L << 20, rmemMax)}", "-"),
       stdout = Redirect.PIPE
     )
     // Nobody reads stdout yet: once its pipe and asyncpipe's buffers are full, the next stage is busy.
@@ -600,6 +611,9 @@ object StageE2ETest:
   val Slow: Long = 20_000
 
   def bytes(s: String): Array[Byte] = s.getBytes(UTF_8)
+
+  /** The most a socket's receive buffer may be asked for here (bytes). */
+  lazy val rmemMax: Long = os.read(os.Path("/proc/sys/net/core/rmem_max")).trim.toLong
 
   def sha256(b: Array[Byte]): String = MessageDigest.getInstance("SHA-256").digest(b).map(x => f"$x%02x").mkString
 
