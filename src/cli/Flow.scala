@@ -28,7 +28,8 @@ import scala.util.{Failure, Success, Try}
   *     with its address and reason, the inputs stop, the rest is flushed; 1.
   *   - The reader of stdout went away: the inputs stop quietly; 141.
   *   - Every input ended: everything is flushed; 0.
-  * `mux --output-error warn` keeps going when one of several outputs fails (see [[OutputError]]).
+  * `mux --output-error warn` keeps going when one of several outputs fails, or cannot be opened
+  * (see [[OutputError]]).
   */
 final class Flow(stages: Seq[Flow.Stage], io: Io):
   import Flow.*
@@ -40,11 +41,13 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
   /** Opens every endpoint, moves the messages, and returns the exit status (or the error). */
   def run(): Either[CliError, Int] =
     val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
-    try
+    val stages = try
       // Every input before any output: an input that cannot be opened (a missing file, a port in
       // use) must not leave an output file truncated or created behind it.
-      for s <- stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
-      for s <- stages; o <- s.outputs do { o.open(); opened += (() => o.abort()) }
+      for s <- this.stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
+      this.stages.zipWithIndex.map { (s, k) =>
+        s.copy(outputs = openOutputs(s, chained = k < this.stages.length - 1, o => opened += (() => o.abort())))
+      }
     catch
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))
@@ -73,6 +76,24 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     stages.foreach(_.inputs.foreach(i => Try(i.close())))
     stats.finish()
     control.outcome
+
+  /** Opens the outputs of `stage` (`opened` is told of each) and returns those that opened. Under
+    * `--output-error warn` an output that cannot be opened is reported and left out, as long as
+    * the stage keeps another output (one of its own, or the next stage when `chained`); else, and
+    * under `exit`, its failure ends the flow before anything moves.
+    */
+  private def openOutputs(stage: Stage, chained: Boolean, opened: Output => Unit): Seq[Output] =
+    val kept = scala.collection.mutable.ArrayBuffer.empty[Output]
+    for (o, j) <- stage.outputs.zipWithIndex do
+      try
+        o.open()
+        opened(o)
+        kept += o
+      catch
+        case e: CliError.Failed if stage.options.outputError == OutputError.Warn &&
+            (chained || kept.nonEmpty || j < stage.outputs.size - 1) =>
+          control.warn(e.error)
+    kept.toSeq
 
   /** A channel of `buffer` messages: a rendezvous for 0. */
   private def newChannel[T](buffer: Int): Channel[T] =
@@ -338,9 +359,12 @@ object Flow:
       val last = group.lost()
       if group.policy == OutputError.Exit || last then
         if pipe then stop(Ending.PipeClosed) else failed(error)
-      else if !pipe then
-        err.println(error.render + " (going on with the other outputs)")
-        warned = true
+      else if !pipe then warn(error)
+
+    /** Reports a failed output under `--output-error warn`: the flow goes on, and ends with 1. */
+    def warn(error: CliError): Unit =
+      err.println(error.render + " (going on with the other outputs)")
+      warned = true
 
     /** The status: a signal's, else the first error (the others printed here), else 141 for a
       * closed pipe, else 1 if a warned failure happened, else 0.

@@ -227,6 +227,31 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertSameBytes(r.stdoutFile, in)
     assert(r.err.contains("file:/dev/full") && r.err.contains("no space left on device") && r.err.contains("going on with the other outputs"), r.err)
 
+  e2e.test("--output-error warn: an output that cannot be opened is reported, the others get everything, exit 1"): env =>
+    val in = env.write("in.txt", sample("lines"))
+    val good = env.dir / "good.txt"
+    val r = env.start(Seq("mux", "--output-error", "warn", "--out", "file:/nonexistent-dir/x", "--out", s"file:$good"), stdin = Redirect.from(in.toIO))
+    assertEquals(r.exit(Slow), ExitCode.Runtime, r.err)
+    assertSameBytes(r.stdoutFile, in)
+    assertSameBytes(good, in)
+    assert(r.err.contains("file:/nonexistent-dir/x") && r.err.contains("going on with the other outputs"), r.err)
+    assertEquals(r.err.linesIterator.size, 1, r.err)
+
+  e2e.test("run: a later stage's output that cannot be opened under --output-error warn leaves the rest running"): env =>
+    val in = env.write("in.txt", sample("lines"))
+    val out = env.dir / "out.txt"
+    val r = env.start(Seq("run", s"file:$in | mux --output-error warn --out file:/nonexistent-dir/x | file:$out"))
+    assertEquals(r.exit(Slow), ExitCode.Runtime, r.err)
+    assertSameBytes(out, in)
+    assert(r.err.contains("file:/nonexistent-dir/x") && r.err.contains("going on with the other outputs"), r.err)
+
+  e2e.test("an output that cannot be opened under the default --output-error exit: exit 1 before anything is written"): env =>
+    val in = env.write("in.txt", sample("lines"))
+    val r = env.start(Seq("mux", "--out", "file:/nonexistent-dir/x"), stdin = Redirect.from(in.toIO))
+    assertEquals(r.exit(Slow), ExitCode.Runtime, r.err)
+    assertEquals(r.out, "")
+    assert(r.err.contains("file:/nonexistent-dir/x") && !r.err.contains("going on"), r.err)
+
   e2e.test("an output that fails (file:/dev/full) under the default --output-error exit: exit 1, stderr names it"): env =>
     assume(os.exists(os.Path("/dev/full")), "no /dev/full here")
     val in = env.write("in.txt", sample("lines"))
