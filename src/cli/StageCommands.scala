@@ -114,7 +114,8 @@ object RunVerb extends Verb:
        |copies between stages). The text is what the shell pipeline would be without the word
        |'asyncpipe': an address first is the source, an address last is the sink, and 'mux [OPTIONS]'
        |stages go between (a first mux reads stdin, a last one writes stdout). Stages are separated
-       |by '|'; quote with '...' or "...". A FILE.pipe holds such a text; '#' starts a comment line.
+       |by '|'; quote with '...' or "...". A FILE.pipe holds such a text, on as many lines as you
+       |like; a word that begins with '#' begins a comment, to the end of its line.
        |Options given before the pipeline apply to every stage; a stage's own options follow it.
        |
        |Options:
@@ -145,7 +146,7 @@ object PipelineText:
 
   /** The stage plans of `text`; `base` holds the options given before the pipeline. */
   def plans(text: String, base: StageOptions): Either[CliError, Seq[StageCommands.StagePlan]] =
-    tokenize(stripComments(text)).flatMap { segments =>
+    tokenize(text).flatMap { segments =>
       val n = segments.length
       if segments.exists(_.isEmpty) then Left(CliError.BadToken(Some("run"), text.trim, "a stage is empty (two '|' in a row, or one at an end)", synopsis))
       else
@@ -177,13 +178,11 @@ object PipelineText:
             Left(CliError.BadToken(Some("run"), more.mkString(" "), s"stage ${i + 1} must be one address or 'mux [OPTIONS]'$hint", synopsis))
       }
 
-  /** Drops lines whose first non-blank character is '#'. */
-  private def stripComments(text: String): String =
-    text.linesIterator.filterNot(_.trim.startsWith("#")).mkString("\n")
-
   /** Splits into stages at unquoted '|', each stage into words at unquoted blanks. '...' quotes
     * literally, "..." quotes with '\' escaping '"' and '\', and an unquoted '\' makes the blank, '|' or quote after
     * it ordinary (before anything else it is itself, so `file:a\,b` keeps its escaped comma).
+    * An unquoted '#' that begins a word begins a comment, to the end of its line (as in a shell:
+    * a '#' inside a word, `file:log#1`, is part of it).
     */
   def tokenize(text: String): Either[CliError, Vector[Vector[String]]] =
     val stages = Vector.newBuilder[Vector[String]]
@@ -198,6 +197,8 @@ object PipelineText:
     while i < text.length do
       val c = text(i)
       c match
+        case '#' if !inWord =>
+          while i + 1 < text.length && text(i + 1) != '\n' do i += 1
         case '|' =>
           endWord()
           stages += words.result()
