@@ -8,7 +8,8 @@ import java.util.Locale
   *   - `--stats`: one summary line at exit.
   *   - `--stats-json`: one JSON object per line, every second and at exit (`"final": true`):
   *     elapsed seconds, and per input and output its address, frames, bytes, drops, kernel drops
-  *     and sequence gaps.
+  *     and sequence gaps. Bytes are counted as they arrive or leave: terminators and length
+  *     prefixes included, for streams and datagrams alike.
   *   - `--progress`: a line rewritten in place every quarter second, only when stderr is a
   *     terminal; cleared at exit. Plain text: no colours (NO_COLOR holds trivially).
   */

@@ -92,7 +92,7 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
     val at = batch.append(payload, framed)
     if options.checkSeq then checkSequence(batch.array, at, framed)
     counters.frames += 1
-    counters.bytes += framed
+    counters.bytes += length // as it arrived, its terminator too: what a stream input counts
 
   /** Counts the numbers missing between the decimal number this frame starts with and the last. */
   private def checkSequence(data: Array[Byte], offset: Int, length: Int): Unit =
