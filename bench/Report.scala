@@ -39,7 +39,14 @@ object Report:
     b.toString
 
   private def row(m: Measurement, ratio: String, target: String): Seq[String] =
-    Seq(m.name, f"${m.median}%,.0f ${m.unit}", f"${m.min}%,.0f-${m.max}%,.0f", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
+    Seq(m.name, s"${number(m.median)} ${m.unit}", s"${number(m.min)}-${number(m.max)}", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
+
+  /** A figure with three significant digits at least: millions of ops/s in whole numbers, a few
+    * runs/s with their decimals.
+    */
+  private[bench] def number(x: Double): String =
+    val pattern = if math.abs(x) >= 100 then "%,.0f" else if math.abs(x) >= 10 then "%.1f" else "%.2f"
+    pattern.formatLocal(java.util.Locale.ROOT, x)
 
   private def render(rows: Seq[Seq[String]]): String =
     val widths = rows.transpose.map(_.map(_.length).max)

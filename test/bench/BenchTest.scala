@@ -10,6 +10,9 @@ import java.nio.channels.Channels
 class BenchTest extends munit.FunSuite:
   override val munitTimeout = scala.concurrent.duration.Duration(120, "s")
 
+  test("tables keep three significant digits: a few runs/s keep their decimals, millions of ops/s none"):
+    assertEquals(Seq(8.347, 12.34, 4_512_345.6).map(Report.number), Seq("8.35", "12.3", "4,512,346"))
+
   test("bench --quick writes JSON and SVG with every suite, in the documented shape"):
     val dir = os.temp.dir()
     val out = ByteArrayOutputStream()
