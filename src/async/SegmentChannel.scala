@@ -385,6 +385,16 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private def offerHead(k: Listener[Try[T]]): Boolean =
     while true do
       val r = receivers
+      // The common case of a busy channel first: a value already in the head cell. A cell holds a
+      // value only below S and below closedAt, so neither is read: S's line stays with the
+      // senders, who write it at every send (reading it cost a polling reader most of its time).
+      val hinted = receiveSegment
+      if hinted.id == r / SegmentSize then
+        val i = (r % SegmentSize).toInt
+        val state = hinted.cell(i)
+        if isValue(state) then
+          val took = offerValue(k, hinted, i, r, state.nn)
+          if took != Retry then return took == Took
       val s = sendersAndClosed & CounterMask
       if r >= closedAt then return k(Failure(ChannelClosedException())) // closed and drained
       if r >= s then return false // nothing sent that no reader has claimed
@@ -420,15 +430,20 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then () // R moved on
             else
               // a buffered value
-              val reserved = Reserved(state)
-              if seg.cas(i, state, reserved) then
-                val took = offerTo(k, state, seg, i, reserved, null)
-                if took then
-                  commitHead(seg, i, r)
-                  return true
-                else return false
-              // else: CAS unsuccessful, repeat
+              val took = offerValue(k, seg, i, r, state)
+              if took != Retry then return took == Took
     false
+
+  /** Reserves the buffered value `v` in the head cell `i` (index `r`) and offers it to `k`: Took,
+    * Refused (the cell restored), or Retry (the cell changed before it could be reserved).
+    */
+  private def offerValue(k: Listener[Try[T]], seg: Segment, i: Int, r: Long, v: AnyRef): Int =
+    val reserved = Reserved(v)
+    if !seg.cas(i, v, reserved) then Retry
+    else if offerTo(k, v, seg, i, reserved, null) then
+      commitHead(seg, i, r)
+      Took
+    else Refused
 
   /** Offers `v` (from the reserved cell `i`) to `k`; on refusal or exception restores the cell. */
   private def offerTo(k: Listener[Try[T]], v: AnyRef, seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Boolean =
@@ -691,6 +706,20 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** Listeners waiting on `canRead` (for leak tests). */
   def registeredListeners: Int = listeners.size
 
+  /** Senders parked in the channel now (for tests that must know a sender waits). */
+  def parkedSenders: Int =
+    var n = 0
+    var seg: Segment | Null = earliestSegment
+    while seg != null do
+      var i = 0
+      while i < SegmentSize do
+        seg.cell(i) match
+          case w: Waiter if w.isSender => n += 1
+          case _                       => ()
+        i += 1
+      seg = seg.liveNext
+    n
+
   /** The number of segments reachable from the earliest segment reference (for leak tests). */
   def segmentCount: Int =
     var n = 0
@@ -804,6 +833,20 @@ private[async] object SegmentChannel:
 
   private inline def encode(x: Any): AnyRef = if x == null then NullValue else x.asInstanceOf[AnyRef]
   private inline def decode[T](v: AnyRef): T = (if v eq NullValue then null else v).asInstanceOf[T]
+
+  /** Whether a cell's state is a value (a buffered one, or a released sender's): anything but
+    * empty, a marker (NullValue is a value), a waiter or a reservation.
+    */
+  private def isValue(st: AnyRef | Null): Boolean = st match
+    case null                    => false
+    case m: Marker               => m eq NullValue
+    case _: Waiter | _: Reserved => false
+    case _                       => true
+
+  // Outcomes of offerValue
+  private inline val Took = 1
+  private inline val Refused = 0
+  private inline val Retry = -1
 
   private def isTerminal(st: AnyRef): Boolean =
     (st eq TAKEN) || (st eq DONE) || (st eq BROKEN) || (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED)

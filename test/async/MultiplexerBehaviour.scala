@@ -61,6 +61,10 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
     case sc: SegmentChannel[?] => sc.registeredListeners
     case other                 => fail(s"not a SegmentChannel: $other")
 
+  private def parkedSenders(c: Channel[?])(using Location): Int = c match
+    case sc: SegmentChannel[?] => sc.parkedSenders
+    case other                 => fail(s"not a SegmentChannel: $other")
+
   private def isBlocked(t: Thread): Boolean =
     val s = t.getState
     s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED
@@ -384,6 +388,66 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.close()
       assertClosedNext(fast, "fast after close")
       assertClosedNext(slow, "slow after close")
+
+  test("Block, one subscriber that never reads: the loop waits in its send; one added then is served at once"):
+    val buffer = 4
+    val total = 12
+    Async.blocking:
+      val m = ChannelMultiplexer[Int](buffer = buffer, onFull = OnFull.Block)
+      val slow = SyncChannel[Try[Int]]()
+      m.addSubscriber(slow)
+      val pub = SyncChannel[Int]()
+      m.addPublisher(pub)
+      val sent = AtomicInteger(0)
+      val senderThread = AtomicReference[Thread]()
+      val sender = Future:
+        senderThread.set(Thread.currentThread)
+        for i <- 1 to total do
+          pub.send(i)
+          sent.incrementAndGet()
+      // The loop took 1 and waits in slow's own send: nothing is queued, so the sender stalls at 1.
+      eventually(s"the sender to stall (sent ${sent.get})") {
+        val t = senderThread.get
+        sent.get >= 1 && t != null && isBlocked(t)
+      }
+      assertEquals(sent.get, 1, "the loop did not wait in the only subscriber's send")
+      assertEquals(parkedSenders(slow), 1, "the loop is not parked in the subscriber's channel")
+      // A new subscriber interrupts that wait: 1 goes to slow's queue, and the loop reads on, so
+      // the new one gets 2, 3, 4, 5 while slow's queue fills (its delivery holds 1, the queue 2-5).
+      val fast = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(fast)
+      assertEquals(nextN(fast, buffer, "fast, added while the loop waited for slow"), ok((2 to buffer + 1)*))
+      assertEquals(nextN(slow, total, "slow, once read"), ok((1 to total)*))
+      assertEquals(nextN(fast, total - buffer - 1, "fast, the rest"), ok((buffer + 2 to total)*))
+      assert(resultWithin(sender, "the sender").isSuccess)
+      m.close()
+      assertClosedNext(fast, "fast after close")
+      assertClosedNext(slow, "slow after close")
+
+  test("Block, one subscriber: removing it while the loop waits in its send lets the loop go on"):
+    Async.blocking:
+      val m = ChannelMultiplexer[Int](buffer = 2, onFull = OnFull.Block)
+      val gone = SyncChannel[Try[Int]]()
+      m.addSubscriber(gone)
+      val pub = SyncChannel[Int]()
+      m.addPublisher(pub)
+      pub.send(1)
+      eventually("the loop to wait in gone's send with 1") { parkedSenders(gone) == 1 }
+      m.removeSubscriber(gone)
+      // The loop reads on: with no subscriber left, values are read and go nowhere.
+      pub.send(2)
+      pub.send(3)
+      val staying = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(staying)
+      pub.send(4) // handed straight to staying: the loop waits in nothing
+      pub.send(5)
+      assertEquals(nextN(staying, 2, "staying"), ok(4, 5))
+      m.close()
+      assertClosedNext(staying, "staying after close")
+      // 1 was read before the removal: gone's queue may deliver it; 2-5 and the close never.
+      gone.tryRead() match
+        case None | Some(Success(Success(1))) => ()
+        case Some(other)                      => fail(s"the removed subscriber received $other")
 
   test("Block: close while the loop waits for a full queue stops it at once; what was queued still arrives"):
     val buffer = 2
