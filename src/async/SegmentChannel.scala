@@ -55,7 +55,8 @@ import scala.util.{Failure, Success, Try}
  *  7. Segment reclamation follows jox: one int per segment counts pointers (how many of the
  *     three segment references point at it), cells not yet processed by `expandBuffer` (buffered
  *     channels only) and cells not interrupted; at zero the segment is unlinked, so cancelled
- *     waiters leave memory flat. After a successful operation a segment forgets its `prev`.
+ *     waiters leave memory flat. After a successful operation a segment forgets its `prev`, and
+ *     the channel holds no segment but the three references: segments behind them are garbage.
  *  8. `null` is a legal value: it is stored as the marker NullValue.
  * ============================================================================================== */
 private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
@@ -104,10 +105,12 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** The index of the first cell no sender will ever reach; Long.MaxValue while open. */
   @volatile private var closedAt: Long = Long.MaxValue
 
-  private val firstSegment = Segment(0, null, if isBuffered then 3 else 2, isBuffered)
-  @volatile private var sendSegment: Segment = firstSegment
-  @volatile private var receiveSegment: Segment = firstSegment
-  @volatile private var bufferEndSegment: Segment = if isBuffered then firstSegment else NoSegment
+  // The three references start at segment 0. No field keeps segment 0 itself: its `next` leads to
+  // every later segment, so holding it would hold every segment the channel ever used (6 bytes
+  // a value, found by a test of 1,000,000 values read through tryRead).
+  @volatile private var sendSegment: Segment = Segment(0, null, if isBuffered then 3 else 2, isBuffered)
+  @volatile private var receiveSegment: Segment = sendSegment
+  @volatile private var bufferEndSegment: Segment = if isBuffered then sendSegment else NoSegment
 
   /** Listeners waiting for a value (`canRead.onComplete`), each wrapped in a [[Registration]]. */
   private val listeners = ConcurrentLinkedQueue[Registration[T]]()
@@ -116,7 +119,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   private def markInitialBufferProcessed(): Unit =
     if isBuffered then
-      var seg = firstSegment
+      var seg = sendSegment // still segment 0
       var left = capacity.toLong
       while left > 0 do
         val n = math.min(left, SegmentSize.toLong).toInt
