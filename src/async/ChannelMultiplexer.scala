@@ -375,15 +375,15 @@ object ChannelMultiplexer:
       if wakePending.get || closed || s.gone || (subs.length != 1) then
         finishDirect()
         return false
-      var sent = false
       try
         s.out.send(value)
-        sent = true
+        true
       catch
-        case e: CancellationException => if async.isCancelled then { finishDirect(); throw e }
-        case _: ChannelClosedException => detach(s); sent = true // dealt with: `s` is gone
-      finishDirect()
-      sent
+        case _: CancellationException if !async.isCancelled => false // a change interrupted the wait
+        case _: ChannelClosedException =>
+          detach(s)
+          true // dealt with: `s` is gone
+      finally finishDirect()
 
     /** Leaves the Sending state; clears an interrupt that `endDirectSend` delivered. */
     private def finishDirect(): Unit =

@@ -41,26 +41,26 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
   /** Opens every endpoint, moves the messages, and returns the exit status (or the error). */
   def run(): Either[CliError, Int] =
     val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
-    val stages = try
+    val live = try // the stages, with the outputs that opened
       // Every input before any output: an input that cannot be opened (a missing file, a port in
       // use) must not leave an output file truncated or created behind it.
-      for s <- this.stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
-      this.stages.zipWithIndex.map { (s, k) =>
-        s.copy(outputs = openOutputs(s, chained = k < this.stages.length - 1, o => opened += (() => o.abort())))
+      for s <- stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
+      stages.zipWithIndex.map { (s, k) =>
+        s.copy(outputs = openOutputs(s, chained = k < stages.length - 1, o => opened += (() => o.abort())))
       }
     catch
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))
         return Left(e.error)
-    for s <- stages; i <- s.inputs; line <- i.opened do io.err.println(line)
+    for s <- live; i <- s.inputs; line <- i.opened do io.err.println(line)
     Signals.onStop(stop => control.stop(Ending.Signalled(stop)))
     stats.start()
     Async.blocking {
-      val last = stages.length - 1
+      val last = live.length - 1
       var upstream: Option[Channel[FrameBatch]] = None
       // How many outputs read each message of stage k (its endpoints, and the next stage's channel).
-      def consumers(k: Int) = stages(k).outputs.size + (if k < last then 1 else 0)
-      val finished = stages.zipWithIndex.flatMap { (stage, k) =>
+      def consumers(k: Int) = live(k).outputs.size + (if k < last then 1 else 0)
+      val finished = live.zipWithIndex.flatMap { (stage, k) =>
         val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
         val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
         val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 &&
@@ -73,7 +73,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       finished.foreach(_.await)
     }
     watches.asScala.foreach(_.stop())
-    stages.foreach(_.inputs.foreach(i => Try(i.close())))
+    live.foreach(_.inputs.foreach(i => Try(i.close())))
     stats.finish()
     control.outcome
 
