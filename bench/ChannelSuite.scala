@@ -10,9 +10,13 @@ import java.util.concurrent.atomic.AtomicReference
   * `ChannelMultiplexer` against one plain channel. Bytes allocated per element on
   * `BufferedChannel(100)`. Buffered(1) has no target: it is the seed's own benchmark shape.
   *
-  * Every iteration builds a fresh channel or queue, starts its sender and receiver virtual
-  * threads and joins them: the same `transfer` does this for every subject and baseline, so
-  * thread start, `Async.blocking` and join cost both sides alike. The elements are
+  * Every iteration moves its values in [[Parts]] rounds, each of which builds a fresh channel or
+  * queue, starts its sender and receiver virtual threads and joins them: the same `transfer` does
+  * this for every subject and baseline, so thread start, `Async.blocking` and join cost both sides
+  * alike. Why rounds: where the scheduler puts two fresh threads (on one carrier, or on two)
+  * changes a transfer's speed by up to 2x (unbounded: 26 M or 47 M ops/s), and keeps it for the
+  * whole transfer; with one placement per iteration the median of seven iterations fell on either
+  * mode from run to run, while an iteration of eight placements measures their mix. The elements are
   * `java.lang.Long`s boxed in advance (a table of 1,024), so neither side allocates boxes and the
   * allocation figure is the channel's own. The receivers sum what they take; `transfer` fails if
   * the sum is not that of the values sent. All rows are measured in turns
@@ -32,8 +36,10 @@ object ChannelSuite extends Suite:
       channel("SyncChannel", 1_000_000)(SyncChannel[Elem]()),
       queue("SynchronousQueue put/take", 1_000_000)(SynchronousQueue[Elem]()),
       Subject("spin hand-off on two volatiles", 1_000_000) { k =>
-        val cell = SpinCell()
-        transfer("spin hand-off", k, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
+        inParts(k) { n =>
+          val cell = SpinCell()
+          transfer("spin hand-off", n, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
+        }
       },
       channel("BufferedChannel(1)", 1_000_000)(BufferedChannel[Elem](1)),
       queue("ArrayBlockingQueue(1)", 1_000_000)(ArrayBlockingQueue[Elem](1)),
@@ -67,8 +73,10 @@ object ChannelSuite extends Suite:
       make: => Channel[Elem]
   ): Subject =
     Subject(name, fullOps, allocation) { k =>
-      val ch = make
-      transfer(name, k, parties, parties)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+      inParts(k) { n =>
+        val ch = make
+        transfer(name, n, parties, parties)((x, a) => ch.send(x)(using a))(a => ch.read()(using a).get)
+      }
     }
 
   /** The same through a fresh JDK queue, with `put` and `take`. */
@@ -76,8 +84,10 @@ object ChannelSuite extends Suite:
       make: => java.util.concurrent.BlockingQueue[Elem]
   ): Subject =
     Subject(name, fullOps, allocation) { k =>
-      val q = make
-      transfer(name, k, parties, parties)((x, _) => q.put(x))(_ => q.take())
+      inParts(k) { n =>
+        val q = make
+        transfer(name, n, parties, parties)((x, _) => q.put(x))(_ => q.take())
+      }
     }
 
   /** One publisher and one subscriber (both `BufferedChannel(16)`) through a multiplexer, to be
@@ -86,14 +96,16 @@ object ChannelSuite extends Suite:
     */
   private def multiplexed: Subject =
     Subject("ChannelMultiplexer, 1 to 1", 2_000_000) { k =>
-      Async.blocking {
-        val pub = BufferedChannel[Elem](16)
-        val sub = BufferedChannel[scala.util.Try[Elem]](16)
-        val mux = ChannelMultiplexer[Elem](buffer = 16)
-        mux.addPublisher(pub)
-        mux.addSubscriber(sub)
-        transfer("ChannelMultiplexer", k, 1, 1)((x, a) => pub.send(x)(using a))(a => sub.read()(using a).get.get)
-        mux.close()
+      inParts(k) { n =>
+        Async.blocking {
+          val pub = BufferedChannel[Elem](16)
+          val sub = BufferedChannel[scala.util.Try[Elem]](16)
+          val mux = ChannelMultiplexer[Elem](buffer = 16)
+          mux.addPublisher(pub)
+          mux.addSubscriber(sub)
+          transfer("ChannelMultiplexer", n, 1, 1)((x, a) => pub.send(x)(using a))(a => sub.read()(using a).get.get)
+          mux.close()
+        }
       }
     }
 
@@ -139,6 +151,16 @@ object ChannelSuite extends Suite:
     val got = sums.sum
     val expected = sentSum(k)
     if got != expected then throw IllegalStateException(s"$label: received values sum to $got, sent $expected")
+
+  /** How many rounds (fresh threads, fresh channel) one measured call is made of: see the object. */
+  private val Parts = 8
+
+  /** Runs `round(n)` [[Parts]] times, the `n`s adding up to `k`. */
+  private inline def inParts(k: Int)(inline round: Int => Unit): Unit =
+    var j = 0
+    while j < Parts do
+      round(share(j, Parts, k))
+      j += 1
 
   /** How many of `k` elements receiver `j` of `parts` takes. */
   private def share(j: Int, parts: Int, k: Int): Int = k / parts + (if j < k % parts then 1 else 0)
