@@ -65,6 +65,24 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
     case sc: SegmentChannel[?] => sc.parkedSenders
     case other                 => fail(s"not a SegmentChannel: $other")
 
+  /** A future that sends 1 to `total` into `pub` and counts the sends that returned. */
+  private final class CountingSender(pub: SendableChannel[Int], total: Int)(using Async):
+    private val sent = AtomicInteger(0)
+    private val thread = AtomicReference[Thread]()
+    val future: Future[Unit] = Future:
+      thread.set(Thread.currentThread)
+      for i <- 1 to total do
+        pub.send(i)
+        sent.incrementAndGet()
+
+    /** Waits until the sender is blocked after at least `atLeast` sends; how many it made. */
+    def stalled(atLeast: Int)(using Location): Int =
+      eventually(s"the sender to stall (sent ${sent.get})") {
+        val t = thread.get
+        sent.get >= atLeast && t != null && isBlocked(t)
+      }
+      sent.get
+
   private def isBlocked(t: Thread): Boolean =
     val s = t.getState
     s == Thread.State.WAITING || s == Thread.State.TIMED_WAITING || s == Thread.State.BLOCKED
@@ -364,26 +382,16 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.addSubscriber(fast)
       val pub = SyncChannel[Int]()
       m.addPublisher(pub)
-      val sent = AtomicInteger(0)
-      val senderThread = AtomicReference[Thread]()
-      val sender = Future:
-        senderThread.set(Thread.currentThread)
-        for i <- 1 to total do
-          pub.send(i)
-          sent.incrementAndGet()
+      val sender = CountingSender(pub, total)
       assertEquals(nextN(fast, buffer, "fast, before the slow one's queue fills"), ok((1 to buffer)*))
       // Stalled: slow's delivery holds 1, its queue 2..5, the loop holds 6 and waits for room.
       val stall = buffer + 2
-      eventually(s"the sender to stall (sent ${sent.get})") {
-        val t = senderThread.get
-        sent.get >= stall && t != null && isBlocked(t)
-      }
-      assertEquals(sent.get, stall, s"the loop did not stop at a full queue of $buffer (Block)")
-      assert(!sender.isCompleted, "every value went through although a subscriber never read")
+      assertEquals(sender.stalled(stall), stall, s"the loop did not stop at a full queue of $buffer (Block)")
+      assert(!sender.future.isCompleted, "every value went through although a subscriber never read")
       // Reading the slow subscriber lets everything through, in order, to both.
       assertEquals(nextN(slow, total, "slow, once read"), ok((1 to total)*))
       assertEquals(nextN(fast, total - buffer, "fast, the rest"), ok((buffer + 1 to total)*))
-      assert(resultWithin(sender, "the sender").isSuccess)
+      assert(resultWithin(sender.future, "the sender").isSuccess)
       assertEquals(m.dropped(slow), 0L, "dropped under Block")
       m.close()
       assertClosedNext(fast, "fast after close")
@@ -398,19 +406,9 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.addSubscriber(slow)
       val pub = SyncChannel[Int]()
       m.addPublisher(pub)
-      val sent = AtomicInteger(0)
-      val senderThread = AtomicReference[Thread]()
-      val sender = Future:
-        senderThread.set(Thread.currentThread)
-        for i <- 1 to total do
-          pub.send(i)
-          sent.incrementAndGet()
+      val sender = CountingSender(pub, total)
       // The loop took 1 and waits in slow's own send: nothing is queued, so the sender stalls at 1.
-      eventually(s"the sender to stall (sent ${sent.get})") {
-        val t = senderThread.get
-        sent.get >= 1 && t != null && isBlocked(t)
-      }
-      assertEquals(sent.get, 1, "the loop did not wait in the only subscriber's send")
+      assertEquals(sender.stalled(1), 1, "the loop did not wait in the only subscriber's send")
       assertEquals(parkedSenders(slow), 1, "the loop is not parked in the subscriber's channel")
       // A new subscriber interrupts that wait: 1 goes to slow's queue, and the loop reads on, so
       // the new one gets 2, 3, 4, 5 while slow's queue fills (its delivery holds 1, the queue 2-5).
@@ -419,7 +417,7 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       assertEquals(nextN(fast, buffer, "fast, added while the loop waited for slow"), ok((2 to buffer + 1)*))
       assertEquals(nextN(slow, total, "slow, once read"), ok((1 to total)*))
       assertEquals(nextN(fast, total - buffer - 1, "fast, the rest"), ok((buffer + 2 to total)*))
-      assert(resultWithin(sender, "the sender").isSuccess)
+      assert(resultWithin(sender.future, "the sender").isSuccess)
       m.close()
       assertClosedNext(fast, "fast after close")
       assertClosedNext(slow, "slow after close")
@@ -459,20 +457,10 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.addSubscriber(fast)
       val pub = SyncChannel[Int]()
       m.addPublisher(pub)
-      val sent = AtomicInteger(0)
-      val senderThread = AtomicReference[Thread]()
-      Future:
-        senderThread.set(Thread.currentThread)
-        for i <- 1 to 10 do
-          pub.send(i)
-          sent.incrementAndGet()
+      val sender = CountingSender(pub, 10)
       // slow's delivery holds 1, its queue 2 and 3; the loop holds 4 and waits for room.
       val stall = buffer + 2
-      eventually(s"the sender to stall (sent ${sent.get})") {
-        val t = senderThread.get
-        sent.get >= stall && t != null && isBlocked(t)
-      }
-      assertEquals(sent.get, stall, "the loop did not wait at the full queue")
+      assertEquals(sender.stalled(stall), stall, "the loop did not wait at the full queue")
       m.close()
       // The value in hand skips the full queue only; fast, which had room, still gets it.
       assertEquals(nextN(fast, stall, "fast"), ok((1 to stall)*))

@@ -327,24 +327,14 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
         !r.alive
       }
     finally ch.close()
-    assertEquals(r.exit(), ExitCode.ClosedPipe, r.err)
-    assertEquals(os.read(env.dir / "head.txt"), "m1\n")
-    assertEquals(r.err, "")
-    val again = DatagramChannel.open()
-    try again.bind(InetSocketAddress("127.0.0.1", port)) // throws if the port were still held
-    finally again.close()
+    assertEndedQuietly(r, port, env.dir / "head.txt", "m1\n")
 
   // With nothing to write, a stage learns that its reader has gone from ReaderWatch.
   e2e.test("EPIPE with nothing to write: a udp source whose reader left exits 141 with no further datagram, its port free"): env =>
     val (port, r) = env.udpSourceInto(port =>
       s"${shellCommand(s"udp:127.0.0.1:$port", "-")} | head -n 1 > '${env.dir / "head.txt"}'; exit $${PIPESTATUS[0]}")
     sendAll(port, Seq(bytes("only")))
-    assertEquals(r.exit(), ExitCode.ClosedPipe, r.err)
-    assertEquals(os.read(env.dir / "head.txt"), "only\n")
-    assertEquals(r.err, "")
-    val again = DatagramChannel.open()
-    try again.bind(InetSocketAddress("127.0.0.1", port)) // throws if the port were still held
-    finally again.close()
+    assertEndedQuietly(r, port, env.dir / "head.txt", "only\n")
 
   for (name, args, feed) <- Seq(
       ("tick:1h -", Seq("tick:1h", "-"), None),
@@ -636,6 +626,17 @@ object StageE2ETest:
   val Slow: Long = 20_000
 
   def bytes(s: String): Array[Byte] = s.getBytes(UTF_8)
+
+  /** A udp source piped into head: it exited 141 with nothing on stderr, head wrote `shown`, and
+    * the port is free again.
+    */
+  def assertEndedQuietly(r: Running, port: Int, headFile: os.Path, shown: String)(using munit.Location): Unit =
+    munit.Assertions.assertEquals(r.exit(), ExitCode.ClosedPipe, r.err)
+    munit.Assertions.assertEquals(os.read(headFile), shown)
+    munit.Assertions.assertEquals(r.err, "")
+    val again = DatagramChannel.open()
+    try again.bind(InetSocketAddress("127.0.0.1", port)) // throws if the port were still held
+    finally again.close()
 
   /** The most a socket's receive buffer may be asked for here (bytes). */
   lazy val rmemMax: Long = os.read(os.Path("/proc/sys/net/core/rmem_max")).trim.toLong
