@@ -32,17 +32,11 @@ object PipeSize:
   private val F_GETPIPE_SZ = 1032
 
   private lazy val fcntl: Option[MethodHandle] =
-    // Only where native access was granted (--enable-native-access=ALL-UNNAMED, as the launcher
-    // does): otherwise the JDK would print a warning on stderr, which a stage must not.
-    if !PipeSize.getClass.getModule.isNativeAccessEnabled then None
+    if !Foreign.permitted then None
     else try
-      val linker = Linker.nativeLinker()
-      val found = linker.defaultLookup().find("fcntl")
-      if found.isEmpty then None
-      else
-        val int = ValueLayout.JAVA_INT
-        Some(linker.downcallHandle(found.get, FunctionDescriptor.of(int, int, int, int), Linker.Option.firstVariadicArg(2)))
-    catch case _: Throwable => None // not Linux, or native access denied: keep the default size
+      val int = ValueLayout.JAVA_INT
+      Some(Foreign.link("fcntl", FunctionDescriptor.of(int, int, int, int), Linker.Option.firstVariadicArg(2)))
+    catch case _: Throwable => None // not Linux, or no fcntl: keep the default size
 
   /** Asks for the pipe on `fd` to hold `bytes`; the size it holds now, or -1 when `fd` is not a pipe
     * or the call is not possible here.

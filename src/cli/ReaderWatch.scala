@@ -1,7 +1,7 @@
 package asyncpipe.cli
 
-import java.lang.foreign.{Arena, FunctionDescriptor, Linker, MemoryLayout, ValueLayout}
-import java.lang.invoke.{MethodHandle, VarHandle}
+import java.lang.foreign.{Arena, FunctionDescriptor, ValueLayout}
+import java.lang.invoke.MethodHandle
 import java.nio.file.{Files, Path}
 
 /** Notices that the reader of a pipe (or socket) the stage writes to has gone away while the
@@ -41,8 +41,8 @@ final class ReaderWatch private (fd: Int, written: () => Long, onGone: () => Uni
   private def run(): Unit =
     try
       if awaitIdle() && isPipeOrSocket(fd) then
-        calls.foreach { c =>
-          if watch(c) && !stopped then onGone()
+        poll.foreach { call =>
+          if watch(call) && !stopped then onGone()
         }
     catch case _: InterruptedException => () // stopped
 
@@ -58,27 +58,26 @@ final class ReaderWatch private (fd: Int, written: () => Long, onGone: () => Uni
     !stopped
 
   /** Polls until the reader has gone (true) or the watch is stopped or cannot go on (false). */
-  private def watch(c: Calls): Boolean =
+  private def watch(poll: MethodHandle): Boolean =
     val arena = Arena.ofConfined()
     try
       val pollfd = arena.allocate(8, 4) // struct pollfd { int fd; short events; short revents; }
-      val state = arena.allocate(Linker.Option.captureStateLayout())
+      val state = Foreign.newCallState(arena)
       pollfd.set(ValueLayout.JAVA_INT, 0, fd)
       pollfd.set(ValueLayout.JAVA_SHORT, 4, 0.toShort) // no events: only ERR, HUP and NVAL come back
       var outcome = 0 // 0 going on, 1 gone, -1 give up
       polling = true
       while outcome == 0 && !stopped do
         pollfd.set(ValueLayout.JAVA_SHORT, 6, 0.toShort)
-        val r = c.poll.invoke(state, pollfd, 1L, PollMillis).asInstanceOf[Int]
+        val r = poll.invoke(state, pollfd, 1L, PollMillis).asInstanceOf[Int]
         if r > 0 then
           val revents = pollfd.get(ValueLayout.JAVA_SHORT, 6).toInt
           outcome = if (revents & (PollErr | PollHup)) != 0 then 1 else -1 // NVAL: the descriptor was closed
-        else if r < 0 && errno(c, state) != Splice.EINTR then outcome = -1
+        else if r < 0 && Foreign.errno(state) != Splice.EINTR then outcome = -1
       outcome == 1
     finally arena.close()
 
 object ReaderWatch:
-  private def errno(c: Calls, state: java.lang.foreign.MemorySegment): Int = c.errno.get(state, 0L).asInstanceOf[Int]
 
   /** How long an output must have written nothing before its reader is watched. */
   val IdleMillis: Long = 200
@@ -92,22 +91,11 @@ object ReaderWatch:
     */
   def start(fd: Int, written: () => Long)(onGone: () => Unit): ReaderWatch = ReaderWatch(fd, written, onGone)
 
-  private final class Calls(val poll: MethodHandle, val errno: VarHandle)
-
-  private lazy val calls: Option[Calls] =
-    // Only where native access was granted (as the launcher does): otherwise the JDK would
-    // print a warning on stderr, which a stage must not.
-    if !ReaderWatch.getClass.getModule.isNativeAccessEnabled then None
+  /** `poll(2)`, with errno captured, if it can be linked here. */
+  private lazy val poll: Option[MethodHandle] =
+    if !Foreign.permitted then None
     else
-      try
-        val linker = Linker.nativeLinker()
-        val errno = Linker.Option.captureCallState("errno")
-        val poll = linker.downcallHandle(
-          linker.defaultLookup().find("poll").orElseThrow(),
-          FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT),
-          errno
-        )
-        Some(Calls(poll, Linker.Option.captureStateLayout().varHandle(MemoryLayout.PathElement.groupElement("errno"))))
+      try Some(Foreign.linkWithErrno("poll", FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT)))
       catch case _: Throwable => None // not a POSIX system: a gone reader is found by the next write
 
   /** Whether `fd` of this process is a pipe, a FIFO or a socket (what its /proc link's target is). */

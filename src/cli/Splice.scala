@@ -1,8 +1,8 @@
 package asyncpipe.cli
 
 import java.io.{FileDescriptor, IOException}
-import java.lang.foreign.{Arena, FunctionDescriptor, Linker, MemoryLayout, MemorySegment, ValueLayout}
-import java.lang.invoke.{MethodHandle, VarHandle}
+import java.lang.foreign.{Arena, FunctionDescriptor, MemorySegment, ValueLayout}
+import java.lang.invoke.MethodHandle
 
 /** Linux's copies between pipes inside the kernel, `splice(2)` and `tee(2)`, through the JDK's
   * foreign function interface (the JDK has no call for them). A [[KernelCopy]] moves a stage's
@@ -23,7 +23,7 @@ object Splice:
   val EINVAL = 22
   private val SpliceMove = 1 // SPLICE_F_MOVE: a hint that pages may be moved rather than copied
 
-  private final class Calls(val splice: MethodHandle, val tee: MethodHandle, val errno: VarHandle)
+  private final class Calls(val splice: MethodHandle, val tee: MethodHandle)
 
   /** The descriptor behind a JDK channel (a FileChannel, a Pipe's ends), if it can be read. */
   private lazy val fdOf: Option[AnyRef => Int] =
@@ -46,17 +46,12 @@ object Splice:
     if !permitted then None
     else
       try
-        val linker = Linker.nativeLinker()
-        val lookup = linker.defaultLookup()
         val int = ValueLayout.JAVA_INT
         val long = ValueLayout.JAVA_LONG
         val address = ValueLayout.ADDRESS
-        val errno = Linker.Option.captureCallState("errno")
-        def link(name: String, d: FunctionDescriptor): MethodHandle = linker.downcallHandle(lookup.find(name).orElseThrow(), d, errno)
         Some(Calls(
-          splice = link("splice", FunctionDescriptor.of(long, int, address, int, address, long, int)),
-          tee = link("tee", FunctionDescriptor.of(long, int, int, long, int)),
-          errno = Linker.Option.captureStateLayout().varHandle(MemoryLayout.PathElement.groupElement("errno"))
+          splice = Foreign.linkWithErrno("splice", FunctionDescriptor.of(long, int, address, int, address, long, int)),
+          tee = Foreign.linkWithErrno("tee", FunctionDescriptor.of(long, int, int, long, int))
         ))
       catch case _: Throwable => None // not Linux, a call missing: stages copy as before
 
@@ -64,7 +59,7 @@ object Splice:
     * linking anything.
     */
   def permitted: Boolean =
-    Splice.getClass.getModule.isNativeAccessEnabled && System.getProperty("os.name", "").startsWith("Linux") && fdOf.isDefined
+    Foreign.permitted && System.getProperty("os.name", "").startsWith("Linux") && fdOf.isDefined
 
   /** The calls for one thread (each keeps its own errno), if kernel copies are possible here. */
   def syscalls(): Option[Syscalls] = calls.map(Syscalls(_))
@@ -97,7 +92,7 @@ object Splice:
 
   /** The system calls, for use by one thread at a time. */
   final class Syscalls private[Splice] (c: Calls):
-    private val state: MemorySegment = Arena.ofAuto().allocate(Linker.Option.captureStateLayout())
+    private val state: MemorySegment = Foreign.newCallState(Arena.ofAuto())
 
     /** Moves up to `len` bytes from `in` to `out`, one of which is a pipe, at their positions. */
     def splice(in: Int, out: Int, len: Long): Long =
@@ -109,7 +104,7 @@ object Splice:
     def tee(in: Int, out: Int, len: Long): Long =
       retrying(c.tee.invoke(state, in, out, len, 0).asInstanceOf[Long])
 
-    private def errno: Int = c.errno.get(state, 0L).asInstanceOf[Int]
+    private def errno: Int = Foreign.errno(state)
 
     private inline def retrying(inline call: Long): Long =
       var r = call
