@@ -108,7 +108,7 @@ object ChannelMultiplexer:
     Future(m.loop())
     m
 
-  // States of the loop's direct send (Impl.direct)
+  // States of the loop's direct path (Impl.direct)
   private inline val Idle = 0
   private inline val Direct = 1
   private inline val Interrupting = 2
