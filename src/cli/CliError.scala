@@ -20,12 +20,15 @@ enum CliError:
   case CannotRun(verb: String, command: String, reason: String, status: Int)
   /** The reader of our standard output went away (EPIPE): a normal stop, reported by status alone. */
   case DownstreamGone
+  /** `error`, already written on stderr in another form (as JSON, under `--stats-json`). */
+  case Reported(error: CliError)
 
   def exitCode: Int = this match
     case _: (UnknownVerb | UnknownOption | BadToken | Missing) => ExitCode.Usage
     case _: Runtime                                            => ExitCode.Runtime
     case c: CannotRun                                          => c.status
     case DownstreamGone                                        => ExitCode.ClosedPipe
+    case Reported(error)                                       => error.exitCode
 
   /** The text for standard error; empty when the status says everything. */
   def render: String =
@@ -44,7 +47,7 @@ enum CliError:
       case Missing(verb, what, expected)         => usage(verb, s"missing $what", expected)
       case Runtime(subject, reason)              => s"asyncpipe: $subject: $reason"
       case CannotRun(verb, command, reason, _)   => s"asyncpipe $verb: $command: $reason"
-      case DownstreamGone                        => ""
+      case DownstreamGone | Reported(_)          => ""
 
 object CliError:
   /** Thrown to unwind from deep inside a stage; `Main` turns it back into its value. */

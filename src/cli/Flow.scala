@@ -34,12 +34,24 @@ import scala.util.{Failure, Success, Try}
 final class Flow(stages: Seq[Flow.Stage], io: Io):
   import Flow.*
 
-  private val control = Control(io.err)
+  // One StageOptions for reporting: StageCommands gives every stage the same stats flags.
+  private val json = stages.head.options.statsJson
+  private val tell = Diagnostics(io.err, json)
+  private val control = Control(tell)
   private val watches = ConcurrentLinkedQueue[ReaderWatch]()
-  private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err)
+  private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err, tell)
 
-  /** Opens every endpoint, moves the messages, and returns the exit status (or the error). */
+  /** Opens every endpoint, moves the messages, and returns the exit status (or the error). Under
+    * `--stats-json` the error is written here, as JSON, and returned as [[CliError.Reported]].
+    */
   def run(): Either[CliError, Int] =
+    flow() match
+      case Left(error) if json && error.render.nonEmpty =>
+        tell.error(error.render)
+        Left(CliError.Reported(error))
+      case outcome => outcome
+
+  private def flow(): Either[CliError, Int] =
     val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
     val live = try // the stages, with the outputs that opened
       // Every input before any output: an input that cannot be opened (a missing file, a port in
@@ -52,7 +64,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))
         return Left(e.error)
-    for s <- live; i <- s.inputs; line <- i.opened do io.err.println(line)
+    for s <- live; i <- s.inputs; line <- i.opened do tell.notice(line)
     Signals.onStop(stop => control.stop(Ending.Signalled(stop)))
     stats.start()
     Async.blocking {
@@ -317,7 +329,7 @@ object Flow:
     def lost(): Boolean = working.decrementAndGet() == 0
 
   /** The shared state of a flow's ending: the stop, errors, and the status they make. */
-  private final class Control(err: java.io.PrintStream):
+  private final class Control(tell: Diagnostics):
     val stopped: Promise[Unit] = Promise[Unit]()
     @volatile private var ending: Option[Ending] = None
     private val errors = ConcurrentLinkedQueue[CliError]()
@@ -363,7 +375,7 @@ object Flow:
 
     /** Reports a failed output under `--output-error warn`: the flow goes on, and ends with 1. */
     def warn(error: CliError): Unit =
-      err.println(error.render + " (going on with the other outputs)")
+      tell.warning(error.render + " (going on with the other outputs)")
       warned = true
 
     /** The status: a signal's, else the first error (the others printed here), else 141 for a
@@ -373,10 +385,10 @@ object Flow:
       val all = errors.asScala.toList
       ending match
         case Some(Ending.Signalled(stop)) =>
-          all.foreach(e => err.println(e.render))
+          all.foreach(e => tell.error(e.render))
           Right(stop.exitCode)
         case _ if all.nonEmpty =>
-          all.tail.foreach(e => err.println(e.render))
+          all.tail.foreach(e => tell.error(e.render))
           Left(all.head)
         case Some(Ending.PipeClosed) => Left(CliError.DownstreamGone)
         case _ if warned             => Right(ExitCode.Runtime)

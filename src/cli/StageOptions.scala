@@ -71,7 +71,7 @@ object StageOptions:
       duration(v, "--idle-timeout", verb).map(d => o.copy(idleTimeout = Some(d)))),
     Spec("--check-seq", None, "count gaps in the numbers that UDP datagrams start with")((o, _, _) => Right(o.copy(checkSeq = true))),
     Spec("--stats", None, "print a summary line on stderr at exit")((o, _, _) => Right(o.copy(stats = true))),
-    Spec("--stats-json", None, "print statistics as JSON lines on stderr, each second and at exit")((o, _, _) => Right(o.copy(statsJson = true))),
+    Spec("--stats-json", None, "stderr as JSON lines: statistics each second and at exit, notices, warnings, errors")((o, _, _) => Right(o.copy(statsJson = true))),
     Spec("--progress", None, "a live progress line on stderr, when stderr is a terminal")((o, _, _) => Right(o.copy(progress = true)))
   )
 

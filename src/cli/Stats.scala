@@ -12,8 +12,10 @@ import java.util.Locale
   *     prefixes included, for streams and datagrams alike.
   *   - `--progress`: a line rewritten in place every quarter second, only when stderr is a
   *     terminal; cleared at exit. Plain text: no colours (NO_COLOR holds trivially).
+  * Under `--stats-json` the `--stats` line is `{"summary": ...}`, as the flow's other lines are
+  * JSON then (see [[Diagnostics]]).
   */
-final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions, err: PrintStream):
+final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions, err: PrintStream, tell: Diagnostics):
   private val started = System.nanoTime()
   private val live = options.progress && StreamKind.of(2) == StreamKind.Terminal
   @volatile private var running = true
@@ -39,7 +41,7 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
       t.interrupt()
       t.join()
     if live then err.print("\r" + " " * StatsReporter.Width + "\r")
-    if options.stats then err.println(s"asyncpipe: $summary")
+    if options.stats then tell.summary(s"asyncpipe: $summary")
     if options.statsJson then err.println(json(isFinal = true))
     err.flush()
 
@@ -72,6 +74,21 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
       s"""{"address":${StatsReporter.quote(c.name)},"frames":${c.frames},"bytes":${c.bytes},"dropped":${c.dropped},"kernel_drops":${c.kernelDrops},"seq_gaps":${c.seqGaps}}"""
     String.format(Locale.ROOT, """{"final":%s,"elapsed_s":%.3f,"inputs":[%s],"outputs":[%s]}""",
       isFinal.toString, seconds, inputs.map(i => endpoint(i.counters)).mkString(","), outputs.map(o => endpoint(o.counters)).mkString(","))
+
+/** What a flow writes on stderr besides its statistics: notices (a port chosen for `udp:0`, a
+  * receive buffer the kernel capped), warnings (an output lost under `--output-error warn`), the
+  * `--stats` summary and errors. Plain lines; under `--stats-json` one JSON object a line, keyed
+  * by kind (`{"notice": "..."}`, `{"warning": ...}`, `{"summary": ...}`, `{"error": ...}`), so
+  * that every line the flow writes on stderr parses as JSON. Empty texts are not written.
+  */
+final class Diagnostics(err: PrintStream, json: Boolean):
+  def notice(text: String): Unit = line("notice", text)
+  def warning(text: String): Unit = line("warning", text)
+  def summary(text: String): Unit = line("summary", text)
+  def error(text: String): Unit = line("error", text)
+
+  private def line(kind: String, text: String): Unit =
+    if text.nonEmpty then err.println(if json then s"{\"$kind\":${StatsReporter.quote(text)}}" else text)
 
 object StatsReporter:
   private val Width = 100

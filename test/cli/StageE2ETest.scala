@@ -457,10 +457,48 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(out("bytes").num.toLong, stdout.length.toLong, "bytes out: what stdout received")
     assertEquals((in("dropped").num, out("dropped").num, in("seq_gaps").num), (0.0, 0.0, 0.0))
 
+  e2e.test("--stats-json: a notice (the port of udp:0) is a JSON line too"): env =>
+    val r = env.start(Seq("--count", "1", "--stats-json", "udp:127.0.0.1:0", "-"))
+    val said = """asyncpipe: udp:127\.0\.0\.1:0 listens on port ([0-9]+)""".r
+    def told = Try(jsonLines(r.err)).toOption.toSeq.flatMap(saying(_, "notice")).collectFirst { case said(p) => p.toInt }
+    Support.eventually("asyncpipe to tell its port as a JSON notice") { told.isDefined || !r.alive }
+    val port = told.getOrElse(fail(s"no notice of the port on stderr: ${r.err}"))
+    sendAll(port, Seq(bytes("hello")))
+    assertEquals(r.exit(), 0, r.err)
+    assertEquals(r.out, "hello\n")
+    assertEquals(finalStats(r.err)("inputs")(0)("frames").num, 1.0)
+
+  e2e.test("--stats-json: an output lost under --output-error warn, and --stats's summary, are JSON lines; exit 1"): env =>
+    assume(os.exists(os.Path("/dev/full")), "no /dev/full here")
+    val in = env.write("in.txt", sample("lines"))
+    val r = env.start(Seq("mux", "--output-error", "warn", "--stats", "--stats-json", "--out", "file:/dev/full"), stdin = Redirect.from(in.toIO))
+    assertEquals(r.exit(Slow), ExitCode.Runtime, r.err)
+    assertSameBytes(r.stdoutFile, in)
+    val lines = jsonLines(r.err)
+    val warnings = saying(lines, "warning")
+    assertEquals(warnings.size, 1, r.err)
+    assert(warnings.head.contains("file:/dev/full") && warnings.head.contains("going on with the other outputs"), r.err)
+    val summaries = saying(lines, "summary")
+    assertEquals(summaries.size, 1, r.err)
+    assert(summaries.head.startsWith("asyncpipe: ") && summaries.head.contains("frames out"), r.err)
+    finalStats(r.err)
+
+  e2e.test("--stats-json: a runtime error (a missing input file) is one JSON line naming the address; exit 1"): env =>
+    val missing = env.dir / "missing.txt"
+    for args <- Seq(Seq("--stats-json", s"file:$missing", "-"), Seq("run", s"file:$missing | mux --stats-json | -")) do
+      val r = Launch(args*)
+      assertEquals(r.exitCode, ExitCode.Runtime, r.err)
+      assertEquals(r.out, "")
+      val lines = jsonLines(r.err)
+      assertEquals(lines.size, 1, r.err)
+      val errors = saying(lines, "error")
+      assertEquals(errors.size, 1, r.err)
+      assert(errors.head.contains(s"file:$missing") && errors.head.contains("no such file"), r.err)
+
   e2e.test("--on-full drop with a stalled consumer: frames written + dropped + kernel drops = datagrams sent"): env =>
     val n = 4000
     val src = env.udpSource(
-      // A receive buffer the kernel grants whole: a capped one would add a warning line to stderr.
+      // A receive buffer the kernel grants whole, so that the run is the same on every machine.
       port => Seq("--on-full", "drop", "--buffer", "1", "--idle-timeout", "1s", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=${math.min(4L << 20, rmemMax)}", "-"),
       stdout = Redirect.PIPE
     )
@@ -684,14 +722,25 @@ object StageE2ETest:
       case "raw" => b.write(Array.fill(size)(rnd.nextInt(256).toByte))
     b.toByteArray
 
-  /** Every line of `stderr` parsed as JSON (--stats-json); the last one, which must be final. */
+  /** The last statistics line of `stderr` under --stats-json (every line must be a JSON object),
+    * which must be the only final one.
+    */
   def finalStats(stderr: String)(using munit.Location): ujson.Value =
-    val lines = stderr.linesIterator.toSeq
-    munit.Assertions.assert(lines.nonEmpty, "no --stats-json line on stderr")
-    val parsed = lines.map(l => Try(ujson.read(l)).getOrElse(munit.Assertions.fail(s"a stderr line is not JSON: $l")))
-    munit.Assertions.assert(parsed.init.forall(_("final").bool == false), s"only the last line is final:\n$stderr")
-    munit.Assertions.assert(parsed.last("final").bool, s"the last line is not final:\n$stderr")
-    parsed.last
+    val stats = jsonLines(stderr).filter(_.obj.contains("final"))
+    munit.Assertions.assert(stats.nonEmpty, s"no --stats-json statistics line on stderr:\n$stderr")
+    munit.Assertions.assert(stats.init.forall(_("final").bool == false), s"only the last statistics line is final:\n$stderr")
+    munit.Assertions.assert(stats.last("final").bool, s"the last statistics line is not final:\n$stderr")
+    stats.last
+
+  /** Every line of `stderr`, each of which must be a JSON object. */
+  def jsonLines(stderr: String)(using munit.Location): Seq[ujson.Value] =
+    stderr.linesIterator.toSeq.map { l =>
+      Try(ujson.read(l)).filter(_.objOpt.isDefined).getOrElse(munit.Assertions.fail(s"a stderr line is not a JSON object: $l\n$stderr"))
+    }
+
+  /** The texts of the one-key objects `{"kind": "..."}` among `lines`. */
+  def saying(lines: Seq[ujson.Value], kind: String): Seq[String] =
+    lines.filter(l => l.obj.size == 1 && l.obj.contains(kind)).map(_(kind).str)
 
   def encodeLen(frames: Seq[Array[Byte]]): Array[Byte] =
     val b = ByteArrayOutputStream()
