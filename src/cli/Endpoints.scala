@@ -81,7 +81,8 @@ trait Output:
   /** Counts `n` bytes that a kernel copy moved into the output. */
   def movedInKernel(n: Long): Unit = ()
   /** The descriptor whose reader, once gone, ends this output as a failed write would
-    * ([[ReaderWatch]]): the process's standard output; -1 for any other output.
+    * ([[ReaderWatch]]): standard output, or a file output that is not a regular file (a FIFO);
+    * -1 for any other output.
     */
   def readerFd: Int = -1
 
@@ -301,7 +302,13 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
         KernelTarget(1, java.io.FileOutputStream(FileDescriptor.out).getChannel)
       case _ => null
 
-  override def readerFd: Int = if address == Address.Std then stdout.descriptor else -1
+  override def readerFd: Int =
+    val f = file
+    if address == Address.Std then stdout.descriptor
+    else if f == null then -1
+    else
+      val fd = Splice.descriptor(f)
+      if fd >= 0 && !Files.isRegularFile(Path.of(s"/proc/self/fd/$fd")) then fd else -1
 
   override def flushBuffered(): Unit =
     writer.nn.flush()

@@ -356,6 +356,31 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
         assertEquals(os.read(env.dir / "err.txt"), "")
       finally stdin.close()
 
+  for (name, args) <- Seq(
+      "tick:1h file:FIFO" -> Seq("tick:1h", "file:FIFO"),
+      "mux --out file:FIFO (stdin open and quiet)" -> Seq("mux", "--out", "file:FIFO")
+    ) do
+    e2e.test(s"a FIFO output whose reader left while the stage is quiet: 'asyncpipe $name' exits 141, nothing on stderr"): env =>
+      val fifo = env.dir / "fifo"
+      assertEquals(os.proc("mkfifo", fifo.toString).call(check = false).exitCode, 0, "mkfifo")
+      val first = if args.head == "mux" then "first" else "1"
+      val r = env.start(args.map(_.replace("FIFO", fifo.toString)))
+      val stdin = r.process.getOutputStream
+      try
+        if args.head == "mux" then { stdin.write(bytes(s"$first\n")); stdin.flush() } // and stdin stays open
+        // Opening a FIFO's read end waits for its writer (the stage opening its output). The line
+        // is read a byte at a time, so that no read is left blocked when the reader is closed (a
+        // read in progress would keep the read end open).
+        val firstLine = CompletableFuture.supplyAsync { () =>
+          val reader = java.io.FileInputStream(fifo.toIO)
+          try Iterator.continually(reader.read()).takeWhile(b => b >= 0 && b != '\n').map(_.toChar).mkString
+          finally reader.close()
+        }
+        assertEquals(firstLine.get(Support.Patience, TimeUnit.MILLISECONDS), first)
+        assertEquals(r.exit(), ExitCode.ClosedPipe, r.err)
+        assertEquals(r.err, "")
+      finally stdin.close()
+
   for (signal, status) <- Seq("INT" -> ExitCode.Interrupted, "TERM" -> ExitCode.Terminated) do
     e2e.test(s"SIG$signal mid-stream: exit $status, the file ends with a whole record"): env =>
       val out = env.dir / "out.txt"
