@@ -333,10 +333,7 @@ object ChannelMultiplexer:
       * the state, then reads `direct`; the loop writes `direct`, then reads the state).
       */
     private def relay(p: Pub, s: Sub, now: Vector[Pub], targets: Vector[Sub])(using async: Async): Unit =
-      direct.set(Direct)
-      if wakePending.get || closed || (pubs ne now) || (subs ne targets) || s.gone then
-        finishDirect()
-        return
+      if !enterDirect(s, (pubs eq now) && (subs eq targets)) then return
       var pending: Try[T] | Null = null
       try
         while direct.get == Direct do
@@ -425,12 +422,7 @@ object ChannelMultiplexer:
       * off Direct delivers the interrupt, and the loop clears it once it has landed.
       */
     private def sentDirectly(s: Sub, value: Try[T])(using async: Async): Boolean =
-      if onFull != OnFull.Block || s.unsent.get != 0 then return false
-      direct.set(Direct)
-      // A change made before the line above is seen here; one made after it interrupts the send.
-      if wakePending.get || closed || s.gone || (subs.length != 1) then
-        finishDirect()
-        return false
+      if onFull != OnFull.Block || s.unsent.get != 0 || !enterDirect(s, subs.length == 1) then return false
       try
         s.out.send(value)
         true
@@ -440,6 +432,17 @@ object ChannelMultiplexer:
           detach(s)
           true // dealt with: `s` is gone
       finally finishDirect()
+
+    /** Enters the Direct state for subscriber `s`, and stays in it if, looked at after that, no
+      * change is pending, the multiplexer is open, `s` is there and `unchanged` (the caller's own
+      * condition, evaluated after the state was written) holds; else leaves it again (false). A
+      * change made before the state was written is seen here; one made after interrupts the loop.
+      */
+    private inline def enterDirect(s: Sub, inline unchanged: Boolean): Boolean =
+      direct.set(Direct)
+      val stay = !wakePending.get && !closed && !s.gone && unchanged
+      if !stay then finishDirect()
+      stay
 
     /** Leaves the Direct state; clears an interrupt that `endDirect` delivered. */
     private def finishDirect(): Unit =
