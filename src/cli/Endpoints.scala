@@ -298,7 +298,7 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
     */
   override lazy val kernelTarget: KernelTarget | Null =
     address match
-      case Address.Std if stdout.descriptor == 1 && !countFrames && Splice.permitted && !Files.isRegularFile(Path.of("/proc/self/fd/1")) =>
+      case Address.Std if stdout.descriptor == 1 && !countFrames && Splice.permitted && StreamKind.of(1) != StreamKind.RegularFile =>
         KernelTarget(1, java.io.FileOutputStream(FileDescriptor.out).getChannel)
       case _ => null
 
@@ -308,7 +308,7 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
     else if f == null then -1
     else
       val fd = Splice.descriptor(f)
-      if fd >= 0 && !Files.isRegularFile(Path.of(s"/proc/self/fd/$fd")) then fd else -1
+      if fd >= 0 && StreamKind.of(fd) != StreamKind.RegularFile then fd else -1
 
   override def flushBuffered(): Unit =
     writer.nn.flush()
