@@ -756,7 +756,6 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       case n         => s"buffered($n)"
     s"Channel($kind${if isClosed then ", closed" else ""})"
 
-/** Definitions shared by every channel: the cell-state catalogue, waiters, segments. */
 /** A long on cache lines of its own: the sender and reader counters of a channel are written by
   * different threads on every operation, and on one line each write would take it from the other.
   */
@@ -784,6 +783,7 @@ private[async] object PaddedCounter:
 private[async] abstract class SegmentCountPad(initial: Int) extends AtomicInteger(initial):
   protected var sp0, sp1, sp2, sp3, sp4, sp5, sp6, sp7: Long = 0L
 
+/** Definitions shared by every channel: the cell-state catalogue, waiters, segments. */
 private[async] object SegmentChannel:
   final val Unbounded = -1
   /** Cells per segment: 32, as in the paper, jox and kotlinx (measured there as the best trade). */

@@ -78,7 +78,6 @@ final class ReaderWatch private (fd: Int, written: () => Long, onGone: () => Uni
     finally arena.close()
 
 object ReaderWatch:
-
   /** How long an output must have written nothing before its reader is watched. */
   val IdleMillis: Long = 200
   /** How long one poll waits, so that a stopped watch ends within it. */
