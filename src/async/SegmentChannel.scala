@@ -174,6 +174,17 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             return r
     throw IllegalStateException("unreachable")
 
+  /** Whether cell `s` is a buffer cell (below B). B only grows, so a value of B that some sender
+    * read earlier, kept beside S (a line senders own for their FAA anyway), answers yes without
+    * reading B, whose line every read writes; only past it is B read (and the kept value moved).
+    */
+  private inline def belowBufferEnd(s: Long): Boolean =
+    s < sCounter.seen || {
+      val b = bufferEnd
+      if b > sCounter.seen then sCounter.seen = b
+      s < b
+    }
+
   /** Whether a send taking the next index now would have to wait (no reader, no buffer room). */
   private def wouldWait(): Boolean =
     val s = sendersAndClosed & CounterMask
@@ -187,7 +198,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     while true do
       val state = seg.cell(i)
       if state == null then
-        if capacity != Unbounded && s >= bufferEnd && s >= receivers then
+        if capacity != Unbounded && !belowBufferEnd(s) && s >= receivers then
           // no reader has this index and it is not a buffer cell: wait (or give up, for trySend)
           if async == null && listeners.isEmpty then
             if seg.cas(i, null, INTERRUPTED_SEND) then
@@ -763,15 +774,22 @@ private[async] abstract class CounterPadBefore:
   protected var p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p10, p11, p12, p13, p14: Long = 0L
 private[async] abstract class CounterValue extends CounterPadBefore:
   @volatile protected var value: Long = 0L
+  protected var seenValue: Long = 0L
 private[async] final class PaddedCounter(initial: Long) extends CounterValue:
   protected var q00, q01, q02, q03, q04, q05, q06, q07, q08, q09, q10, q11, q12, q13, q14: Long = 0L
   value = initial
   inline def get: Long = value
+  /** A value of another counter that this counter's party last read (a lower bound when that
+    * counter only grows), kept here on the line the party writes anyway. Opaque: atomic, no fence.
+    */
+  def seen: Long = PaddedCounter.Seen.getOpaque(this)
+  def seen_=(v: Long): Unit = PaddedCounter.Seen.setOpaque(this, v)
   def getAndAdd(n: Long): Long = PaddedCounter.Value.getAndAdd(this, n)
   def compareAndSet(expected: Long, next: Long): Boolean = PaddedCounter.Value.compareAndSet(this, expected, next)
 private[async] object PaddedCounter:
-  private val Value: VarHandle =
-    MethodHandles.privateLookupIn(classOf[CounterValue], MethodHandles.lookup()).findVarHandle(classOf[CounterValue], "value", java.lang.Long.TYPE)
+  private val lookup = MethodHandles.privateLookupIn(classOf[CounterValue], MethodHandles.lookup())
+  private val Value: VarHandle = lookup.findVarHandle(classOf[CounterValue], "value", java.lang.Long.TYPE)
+  private val Seen: VarHandle = lookup.findVarHandle(classOf[CounterValue], "seenValue", java.lang.Long.TYPE)
 
 /** A segment's counter (see "Segments" in the object) followed by 64 bytes that keep the segment's
   * own fields off its cache line. With a buffer, every read counts its cell as processed there;
