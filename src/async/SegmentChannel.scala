@@ -179,16 +179,18 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * reading B, whose line every read writes; only past it is B read (and the kept value moved).
     */
   private inline def belowBufferEnd(s: Long): Boolean =
-    s < sCounter.seen || {
+    val seen = sCounter.seen
+    s < seen || {
       val b = bufferEnd
-      if b > sCounter.seen then sCounter.seen = b
+      if b > seen then sCounter.seen = b
       s < b
     }
 
+  /** Whether a sender of index `s` must wait: no reader has taken `s` and it is not a buffer cell. */
+  private inline def mustWait(s: Long): Boolean = capacity != Unbounded && !belowBufferEnd(s) && s >= receivers
+
   /** Whether a send taking the next index now would have to wait (no reader, no buffer room). */
-  private def wouldWait(): Boolean =
-    val s = sendersAndClosed & CounterMask
-    capacity != Unbounded && s >= bufferEnd && s >= receivers
+  private def wouldWait(): Boolean = mustWait(sendersAndClosed & CounterMask)
 
   /** One cell, from the sender's side. Returns Buffered, Resumed, Awaited, Failed, Closed or
     * NotSent (trySend only).
@@ -198,8 +200,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     while true do
       val state = seg.cell(i)
       if state == null then
-        if capacity != Unbounded && !belowBufferEnd(s) && s >= receivers then
-          // no reader has this index and it is not a buffer cell: wait (or give up, for trySend)
+        if mustWait(s) then // wait (or give up, for trySend)
           if async == null && listeners.isEmpty then
             if seg.cas(i, null, INTERRUPTED_SEND) then
               seg.cellInterruptedSender()
@@ -767,7 +768,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       case n         => s"buffered($n)"
     s"Channel($kind${if isClosed then ", closed" else ""})"
 
-/** A long on cache lines of its own: the sender and reader counters of a channel are written by
+/** A counter on cache lines of its own: the sender and reader counters of a channel are written by
   * different threads on every operation, and on one line each write would take it from the other.
   */
 private[async] abstract class CounterPadBefore:
