@@ -10,11 +10,13 @@ import java.nio.channels.Channels
 class BenchTest extends munit.FunSuite:
   override val munitTimeout = scala.concurrent.duration.Duration(120, "s")
 
+  /** A temporary directory for the report files, removed after the test. */
+  private val tempDir = FunFixture[os.Path](_ => os.temp.dir(prefix = "asyncpipe-bench-test"), os.remove.all(_))
+
   test("tables keep three significant digits: a few runs/s keep their decimals, millions of ops/s none"):
     assertEquals(Seq(8.347, 12.34, 4_512_345.6).map(Report.number), Seq("8.35", "12.3", "4,512,346"))
 
-  test("bench --quick writes JSON and SVG with every suite, in the documented shape"):
-    val dir = os.temp.dir()
+  tempDir.test("bench --quick writes JSON and SVG with every suite, in the documented shape"): dir =>
     val out = ByteArrayOutputStream()
     val status = Main.run(
       Seq("bench", "--quick", "--json", (dir / "b.json").toString, "--plot", (dir / "b.svg").toString),
@@ -66,8 +68,7 @@ class BenchTest extends munit.FunSuite:
     assertEquals(s3, 2, "an option after a suite name must not hide the bad name")
     assert(e3.contains("'channelz'"), e3)
 
-  test("options may follow the suite names"):
-    val dir = os.temp.dir()
+  tempDir.test("options may follow the suite names"): dir =>
     val err = ByteArrayOutputStream()
     val status = Main.run(Seq("bench", "race", "--quick", "--json", (dir / "r.json").toString),
       Io(OwnedOutput(Channels.newChannel(ByteArrayOutputStream())), PrintStream(err, true, "UTF-8")))

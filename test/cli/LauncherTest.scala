@@ -26,16 +26,18 @@ class LauncherTest extends munit.FunSuite:
 
   test("stdout into a pipe with no reader: exit 141, no stack trace"):
     // A FIFO opened for writing while its only reader is already closed: the first write gets EPIPE.
-    val dir = os.temp.dir()
-    val cmd = Launch.command("--help").map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
-    val script =
-      s"""mkfifo "$dir/p"
-         |exec 4<>"$dir/p"   # a reader and writer, so the next open does not block
-         |exec 5>"$dir/p"    # our writer
-         |exec 4<&-          # the last reader goes away
-         |$cmd >&5 2>"$dir/err"
-         |echo "status=$$?"
-         |cat "$dir/err"
-         |""".stripMargin
-    val r = os.proc("bash", "-c", script).call(check = false)
-    assertEquals(r.out.text(), "status=141\n")
+    val dir = os.temp.dir(prefix = "asyncpipe-launcher-test")
+    try
+      val cmd = Launch.command("--help").map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
+      val script =
+        s"""mkfifo "$dir/p"
+           |exec 4<>"$dir/p"   # a reader and writer, so the next open does not block
+           |exec 5>"$dir/p"    # our writer
+           |exec 4<&-          # the last reader goes away
+           |$cmd >&5 2>"$dir/err"
+           |echo "status=$$?"
+           |cat "$dir/err"
+           |""".stripMargin
+      val r = os.proc("bash", "-c", script).call(check = false)
+      assertEquals(r.out.text(), "status=141\n")
+    finally os.remove.all(dir)
