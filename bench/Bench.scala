@@ -19,10 +19,14 @@ object Bench:
     val harness = Harness(plan, progress.getOrElse(_ => ()))
     val results = suites.map { s =>
       progress.foreach(_(s"${s.name}: starting"))
-      val r = s.run(harness)
+      val r = if s.forked && plan.forks > 1 then Forks.run(s, plan, progress.getOrElse(_ => ())) else s.run(harness)
       out(Report.table(r))
       r
     }
     json.foreach(p => Report.write(p, Report.json(machine, results)))
     plot.foreach(p => Report.write(p, Report.svg(results)))
     results
+
+  /** One fork of a forked suite (see [[Forks]]): measures it with `plan`, writes the result to `out`. */
+  def runFork(suite: Suite, plan: Plan, out: Path): Unit =
+    Report.write(out, Forks.encode(suite.run(Harness(plan, _ => ()))))

@@ -3,14 +3,40 @@ package asyncpipe.bench
 import java.lang.management.ManagementFactory
 import scala.jdk.CollectionConverters.*
 
-/** How long and how often to measure: warm-up runs, then timed iterations. */
-final case class Plan(warmup: Int, iterations: Int, scale: Double):
+/** How long and how often to measure: warm-up runs, then timed iterations; suites that are
+  * [[Suite.forked]] run in `forks` fresh JVMs (see [[Forks]]).
+  */
+final case class Plan(warmup: Int, iterations: Int, scale: Double, forks: Int = 1):
+  require(warmup >= 0 && iterations >= 1 && scale > 0 && forks >= 1, s"not a plan: $this")
+
   /** `ops` scaled down for a quick run, never below 1. */
   def ops(full: Int): Int = math.max(1, (full * scale).toInt)
 
+  /** What each of `forks` JVMs does: the whole warm-up (one round was not enough: the JDK queues
+    * the channels are measured against were up to 15 % slower after it than after three) and
+    * `iterations / forks` of the iterations, at least two.
+    */
+  def perFork: Plan =
+    if forks == 1 then this
+    else Plan(warmup, iterations = math.max(2, iterations / forks), scale)
+
+  /** The plan of one fork as a command-line word (see [[Plan.parse]]). */
+  def spec: String = s"$warmup,$iterations,$scale"
+
 object Plan:
-  val Full: Plan = Plan(warmup = 3, iterations = 7, scale = 1.0)
+  val Full: Plan = Plan(warmup = 3, iterations = 7, scale = 1.0, forks = 3)
   val Quick: Plan = Plan(warmup = 1, iterations = 3, scale = 0.05)
+
+  /** A fork's plan from its [[Plan.spec]]. */
+  def parse(spec: String): Option[Plan] =
+    spec.split(',') match
+      case Array(w, i, s) =>
+        for
+          warmup <- w.toIntOption if warmup >= 0
+          iterations <- i.toIntOption if iterations >= 1
+          scale <- s.toDoubleOption if scale > 0
+        yield Plan(warmup, iterations, scale)
+      case _ => None
 
 /** One measured subject: a figure per iteration, higher is better (throughput in ops/s unless
   * `unit` says otherwise), allocation and GC figures.
@@ -40,8 +66,10 @@ object Measurement:
 final case class Comparison(subject: Measurement, baseline: Measurement, target: Option[String]):
   def ratio: Double = subject.median / baseline.median
 
-/** A suite's results: comparisons plus free-standing figures (heap, lateness) with their units. */
-final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure])
+/** A suite's results: comparisons plus free-standing figures (heap, lateness) with their units;
+  * `forks` is how many JVMs measured them (their iterations pooled).
+  */
+final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1)
 final case class Figure(name: String, value: Double, unit: String, target: Option[String])
 
 /** Something to measure: `body(ops)` runs `ops` operations (`fullOps` scaled by the plan). */

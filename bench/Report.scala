@@ -24,7 +24,8 @@ object Report:
   def header(m: Machine): String = s"machine: ${m.cpu}, ${m.cores} cores, ${m.os}; ${m.jdk}\n"
 
   def table(r: SuiteResult): String =
-    val b = StringBuilder(s"\n== ${r.name}\n")
+    val pooled = if r.forks > 1 then s" (${r.forks} JVMs, their iterations pooled)" else ""
+    val b = StringBuilder(s"\n== ${r.name}$pooled\n")
     if r.comparisons.nonEmpty then
       val rows = r.comparisons.flatMap { c =>
         Seq(row(c.subject, f"${c.ratio}%.2fx", c.target.getOrElse("")), row(c.baseline, "baseline", ""))
@@ -53,7 +54,7 @@ object Report:
     rows.map(r => r.zip(widths).map((cell, w) => cell.padTo(w, ' ')).mkString("  ").stripTrailing).mkString("", "\n", "\n")
 
   // ---------------------------------------------------------------------------------------------
-  // JSON: {"machine": {...}, "suites": [{"name", "comparisons": [{"subject": M, "baseline": M,
+  // JSON: {"machine": {...}, "suites": [{"name", "forks", "comparisons": [{"subject": M, "baseline": M,
   // "ratio", "target"}], "figures": [{"name", "value", "unit", "target"}]}]}, where M is
   // {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"}.
 
@@ -75,6 +76,7 @@ object Report:
       "suites" -> arr(results.map { r =>
         obj(
           "name" -> str(r.name),
+          "forks" -> r.forks.toString,
           "comparisons" -> arr(r.comparisons.map(c =>
             obj("subject" -> meas(c.subject), "baseline" -> meas(c.baseline), "ratio" -> num(c.ratio), "target" -> opt(c.target)))),
           "figures" -> arr(r.figures.map(f =>

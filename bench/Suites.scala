@@ -12,6 +12,10 @@ trait Suite:
   /** What it measures and why, for `asyncpipe bench --help` and the JSON. */
   def description: String
   def run(h: Harness): SuiteResult
+  /** Whether its figures depend on choices a JVM makes once (JIT, thread placement), so that it
+    * is measured in [[Plan.forks]] fresh JVMs (see [[Forks]]).
+    */
+  def forked: Boolean = false
 
 object Suites:
   val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite, TaskSuite)
@@ -24,6 +28,7 @@ object Suites:
 object FutureSuite extends Suite:
   val name = "future"
   val description = "Future start+await vs a raw virtual thread; Promise complete+map vs Scala's Promise"
+  override val forked = true // see Forks: Promise+map ratios 1.02-1.30x between single runs
 
   private val ok = Success(1)
   private val inc: Int => Int = _ + 1

@@ -67,6 +67,15 @@ class BenchTest extends munit.FunSuite:
     val (s3, e3) = run("bench", "channelz", "--quick")
     assertEquals(s3, 2, "an option after a suite name must not hide the bad name")
     assert(e3.contains("'channelz'"), e3)
+    val (s4, e4) = run("bench", "channels", "--forks", "0")
+    assertEquals(s4, 2)
+    assert(e4.contains("'0'") && e4.contains("at least 1"), e4)
+    val (s5, e5) = run("bench", "channels", "--fork-plan", "1,2,0.05")
+    assertEquals(s5, 2, "a fork's plan without its output file")
+    assert(e5.contains("--fork-out"), e5)
+    val (s6, e6) = run("bench", "channels", "--fork-plan", "1,two,0.05", "--fork-out", "/dev/null")
+    assertEquals(s6, 2)
+    assert(e6.contains("'1,two,0.05'"), e6)
 
   tempDir.test("options may follow the suite names"): dir =>
     val err = ByteArrayOutputStream()
@@ -74,3 +83,18 @@ class BenchTest extends munit.FunSuite:
       Io(OwnedOutput(Channels.newChannel(ByteArrayOutputStream())), PrintStream(err, true, "UTF-8")))
     assertEquals(status, 0, err.toString("UTF-8"))
     assertEquals(ujson.read(os.read(dir / "r.json"))("suites").arr.map(_("name").str).toSeq, Seq("race"))
+
+  tempDir.test("--forks 2 measures a forked suite in two JVMs and pools their iterations; other suites run once"): dir =>
+    val err = ByteArrayOutputStream()
+    val out = ByteArrayOutputStream()
+    val status = Main.run(Seq("bench", "channels", "race", "--quick", "--forks", "2", "--json", (dir / "f.json").toString),
+      Io(OwnedOutput(Channels.newChannel(out)), PrintStream(err, true, "UTF-8")))
+    assertEquals(status, 0, err.toString("UTF-8"))
+    assert(out.toString("UTF-8").contains("== channels (2 JVMs, their iterations pooled)"), out.toString("UTF-8"))
+    val suites = ujson.read(os.read(dir / "f.json"))("suites").arr.map(s => s("name").str -> s).toMap
+    val perFork = Plan.Quick.copy(forks = 2).perFork.iterations
+    assertEquals(suites("channels")("forks").num.toInt, 2)
+    assertEquals(suites("race")("forks").num.toInt, 1)
+    for c <- suites("channels")("comparisons").arr; side <- Seq("subject", "baseline") do
+      assertEquals(c(side)("iterations").arr.size, 2 * perFork, c(side).toString)
+    for c <- suites("race")("comparisons").arr do assertEquals(c("subject")("iterations").arr.size, Plan.Quick.iterations)

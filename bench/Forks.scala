@@ -1,0 +1,101 @@
+package asyncpipe.bench
+
+import java.lang.management.ManagementFactory
+import java.nio.charset.StandardCharsets
+import java.nio.file.{Files, Path}
+import scala.jdk.CollectionConverters.*
+
+/** A suite measured in several fresh JVMs ("forks"), their iterations pooled.
+  *
+  * Why: some figures depend on choices a JVM makes once and keeps for its life (how C2 compiled
+  * a hot loop, where the scheduler placed the carrier threads), so two runs of one suite could
+  * differ more than the iterations inside either. Measured (`asyncpipe bench channels`, six runs
+  * of one build): single runs gave SyncChannel/SynchronousQueue 0.69-0.86x and 4 to 4 1.06-1.25x,
+  * each run's seven iterations keeping to its own level, while the medians of three iterations
+  * from each of three runs differed by 5 % (SyncChannel) and 4 % (buffered(100)). See doc/adr/0017.
+  *
+  * How: the parent starts `asyncpipe bench SUITE` once per fork with the JVM options it runs
+  * with itself, hidden options carrying the per-fork plan ([[Plan.perFork]]) and a file for the
+  * result, written in a line format of its own ([[encode]]). A measurement's pooled figures are
+  * every fork's iterations; bytes per operation is the median of the forks', GC counts add up;
+  * a free-standing figure is the median of the forks'.
+  */
+private[bench] object Forks:
+  /** Runs `suite` in `plan.forks` child JVMs, one after the other, and pools their results. */
+  def run(suite: Suite, plan: Plan, progress: String => Unit): SuiteResult =
+    val perFork = plan.perFork
+    val results = (1 to plan.forks).map { k =>
+      progress(s"${suite.name}: fork $k/${plan.forks}")
+      val out = Files.createTempFile("asyncpipe-bench-fork", ".txt")
+      try
+        Processes.shell(
+          (childCommand +: Seq("bench", suite.name, "--fork-plan", perFork.spec, "--fork-out", out.toString).map(Processes.q))
+            .mkString(" ")
+        )
+        decode(Files.readString(out, StandardCharsets.UTF_8))
+      finally Files.deleteIfExists(out)
+    }
+    pool(results)
+
+  /** This JVM's command line (java, its options, class path, main class) as sh words: a fork
+    * measures under the same JIT, GC and AOT cache as the parent.
+    */
+  private lazy val childCommand: String =
+    val java = Path.of(System.getProperty("java.home"), "bin", "java").toString
+    val own = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
+    (Seq(java) ++ own ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(Processes.q).mkString(" ")
+
+  /** One result from the results of several forks of one suite (see the object's comment). */
+  def pool(results: Seq[SuiteResult]): SuiteResult =
+    require(results.nonEmpty, "no fork results to pool")
+    val first = results.head
+    def measurements(r: SuiteResult) = r.comparisons.flatMap(c => Seq(c.subject, c.baseline)).map(m => m.name -> m).toMap
+    val all = results.map(measurements)
+    val pooled = measurements(first).keys.map { name =>
+      val ms = all.map(_.getOrElse(name, throw IllegalStateException(s"fork results differ: no '$name' in one")))
+      name -> Measurement(name, ms.flatMap(_.perIteration), median(ms.flatMap(_.bytesPerOp)), ms.map(_.gcCount).sum, ms.head.unit)
+    }.toMap
+    val figures = first.figures.map { f =>
+      val values = results.map(_.figures.find(_.name == f.name)
+        .getOrElse(throw IllegalStateException(s"fork results differ: no figure '${f.name}' in one")).value)
+      f.copy(value = median(values).get)
+    }
+    SuiteResult(first.name, first.comparisons.map(c => Comparison(pooled(c.subject.name), pooled(c.baseline.name), c.target)),
+      figures, forks = results.size)
+
+  private def median(xs: Seq[Double]): Option[Double] = Option.when(xs.nonEmpty)(xs.sorted.apply(xs.size / 2))
+
+  // ---------------------------------------------------------------------------------------------
+  // The fork's result file: one line per measurement (M), comparison (C) and figure (F), fields
+  // separated by tabs, "-" for an absent value; numbers as Double.toString writes them, so they
+  // read back exactly.
+
+  def encode(r: SuiteResult): String =
+    def field(s: String) =
+      require(!s.exists(c => c == '\t' || c == '\n'), s"a tab or newline in '$s'")
+      s
+    def opt(o: Option[String]) = o.fold("-")(field)
+    val ms = r.comparisons.flatMap(c => Seq(c.subject, c.baseline)).distinctBy(_.name)
+    val lines =
+      Seq(s"S\t${field(r.name)}") ++
+        ms.map(m => Seq("M", field(m.name), field(m.unit), opt(m.bytesPerOp.map(_.toString)), m.gcCount.toString,
+          m.perIteration.mkString(" ")).mkString("\t")) ++
+        r.comparisons.map(c => Seq("C", c.subject.name, c.baseline.name, opt(c.target)).mkString("\t")) ++
+        r.figures.map(f => Seq("F", field(f.name), f.value.toString, field(f.unit), opt(f.target)).mkString("\t"))
+    lines.mkString("", "\n", "\n")
+
+  def decode(text: String): SuiteResult =
+    def opt(s: String) = Option.when(s != "-")(s)
+    def bad(line: String) = IllegalStateException(s"a bench fork wrote a line this version cannot read: '$line'")
+    val rows = text.linesIterator.filter(_.nonEmpty).map(l => l -> l.split("\t", -1).toSeq).toSeq
+    val name = rows.collectFirst { case (_, Seq("S", n)) => n }.getOrElse(throw bad(text.take(200)))
+    val ms = rows.collect {
+      case (_, Seq("M", n, unit, bytes, gcs, its)) =>
+        n -> Measurement(n, its.split(' ').toSeq.map(_.toDouble), opt(bytes).map(_.toDouble), gcs.toLong, unit)
+    }.toMap
+    val comparisons = rows.collect { case (line, Seq("C", s, b, target)) =>
+      Comparison(ms.getOrElse(s, throw bad(line)), ms.getOrElse(b, throw bad(line)), opt(target))
+    }
+    val figures = rows.collect { case (_, Seq("F", n, v, unit, target)) => Figure(n, v.toDouble, unit, opt(target)) }
+    rows.foreach { case (line, fields) => if !Set("S", "M", "C", "F")(fields.head) then throw bad(line) }
+    SuiteResult(name, comparisons, figures)
