@@ -16,10 +16,11 @@ object Bench:
   ): Seq[SuiteResult] =
     val machine = Machine.current
     out(Report.header(machine))
-    val harness = Harness(plan, progress.getOrElse(_ => ()))
+    val note = progress.getOrElse((_: String) => ())
+    val harness = Harness(plan, note)
     val results = suites.map { s =>
-      progress.foreach(_(s"${s.name}: starting"))
-      val r = if s.forked && plan.forks > 1 then Forks.run(s, plan, progress.getOrElse(_ => ())) else s.run(harness)
+      note(s"${s.name}: starting")
+      val r = if s.forked && plan.forks > 1 then Forks.run(s, plan, note) else s.run(harness)
       out(Report.table(r))
       r
     }

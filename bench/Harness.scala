@@ -12,9 +12,8 @@ final case class Plan(warmup: Int, iterations: Int, scale: Double, forks: Int = 
   /** `ops` scaled down for a quick run, never below 1. */
   def ops(full: Int): Int = math.max(1, (full * scale).toInt)
 
-  /** What each of `forks` JVMs does: the whole warm-up (one round was not enough: the JDK queues
-    * the channels are measured against were up to 15 % slower after it than after three) and
-    * `iterations / forks` of the iterations, at least two.
+  /** What each of `forks` JVMs does: the whole warm-up, so that a fork differs from a single run
+    * only in being a fresh JVM, and `iterations / forks` of the iterations, at least two.
     */
   def perFork: Plan =
     if forks == 1 then this
