@@ -1,9 +1,7 @@
 package asyncpipe.bench
 
-import java.lang.management.ManagementFactory
 import java.nio.charset.StandardCharsets
-import java.nio.file.{Files, Path}
-import scala.jdk.CollectionConverters.*
+import java.nio.file.Files
 
 /** A suite measured in several fresh JVMs ("forks"), their iterations pooled.
   *
@@ -37,13 +35,8 @@ private[bench] object Forks:
     }
     pool(results)
 
-  /** This JVM's command line (java, its options, class path, main class) as sh words: a fork
-    * measures under the same JIT, GC and AOT cache as the parent.
-    */
-  private lazy val childCommand: String =
-    val java = Path.of(System.getProperty("java.home"), "bin", "java").toString
-    val own = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
-    (Seq(java) ++ own ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(Processes.q).mkString(" ")
+  /** This JVM's own command line: a fork measures under the same JIT, GC and AOT cache. */
+  private lazy val childCommand: String = Processes.command(Processes.ownOptions)
 
   /** One result from the results of several forks of one suite (see the object's comment). */
   def pool(results: Seq[SuiteResult]): SuiteResult =

@@ -13,10 +13,17 @@ import scala.jdk.CollectionConverters.*
 private[bench] object Processes:
   /** The command line of an `asyncpipe` process, as sh words. */
   lazy val asyncpipe: String =
+    command(ownOptions.filterNot(a =>
+      a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC")
+    ) ++ BuildInfo.stageJvmFlags)
+
+  /** This JVM's own options, as it was started with them. */
+  def ownOptions: Seq[String] = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
+
+  /** This JVM's java and class path running `asyncpipe.cli.Main` with `jvmOptions`, as sh words. */
+  def command(jvmOptions: Seq[String]): String =
     val java = Path.of(System.getProperty("java.home"), "bin", "java").toString
-    val own = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
-      .filterNot(a => a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC"))
-    (Seq(java) ++ own ++ BuildInfo.stageJvmFlags ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(q).mkString(" ")
+    (Seq(java) ++ jvmOptions ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(q).mkString(" ")
 
   /** `asyncpipe ARGS...` run by sh, as a ProcessBuilder command. */
   def asyncpipeArgs(args: String*): Seq[String] = Seq("sh", "-c", (asyncpipe +: args.map(q)).mkString(" "))

@@ -82,8 +82,8 @@ object BenchVerb extends Verb:
             suites match
               case Seq(one) => Right(Some((one, p, Path.of(out))))
               case _ => Left(CliError.BadToken(Some(name), suites.map(_.name).mkString(" "), "a fork measures exactly one suite", synopsis))
-      case (plan, _) =>
-        Left(CliError.BadToken(Some(name), if plan.isDefined then "--fork-plan" else "--fork-out", "--fork-plan and --fork-out go together", synopsis))
+      case (onlyPlan, _) =>
+        Left(CliError.BadToken(Some(name), if onlyPlan.isDefined then "--fork-plan" else "--fork-out", "--fork-plan and --fork-out go together", synopsis))
 
   /** Options may come before or after the suite names (`bench channels --quick`): mainargs's
     * leftover would swallow everything after the first name, so the names go last.
