@@ -17,7 +17,10 @@ import scala.jdk.CollectionConverters.*
   *     a 1 GiB text file): the cost of three JVMs, their copies and their channels, next to the
   *     copies the kernel makes anyway.
   *   - the same pipeline in one JVM (`asyncpipe run`) against the three processes: what joining
-  *     stages by channels instead of pipes saves.
+  *     stages by channels instead of pipes saves. Beside it, with no target, `cat IN > OUT` (one
+  *     process, no pipe) against the three processes: one read and one write of every byte is what
+  *     any copy must do, and on tmpfs the write (the kernel allocating the output's pages) is most
+  *     of it, so this row is about the most `run`'s ratio could be in the same run.
   *   - `mux` over about 200 MB of `seq` output (short lines), pipe to pipe, against `cat` in the
   *     same place (`cat SEQ | X | cat`): the per-frame cost of line framing. (`cat < FILE >
   *     /dev/null` alone copies nothing and would compare start-up times.)
@@ -45,7 +48,7 @@ object PipelineSuite extends Suite:
       shell(s"seq 1 ${h.plan.ops(25_000_000)} > ${q(lines)}")
       val rounds = 1 + math.min(h.plan.iterations, 5)
       val out = dir.resolve("out")
-      val cat3, three, inProcess, cat1, mux1 = Seq.newBuilder[Double]
+      val cat3, three, inProcess, oneCopy, cat1, mux1 = Seq.newBuilder[Double]
       for round <- 1 to rounds do
         val measured = round > 1
         h.progress(s"pipeline: round $round of $rounds${if measured then "" else " (warm-up)"}")
@@ -58,16 +61,18 @@ object PipelineSuite extends Suite:
         val c = timed(s"cat ${q(big)} | cat | cat > ${q(out)}", bigSize, check = false)
         val a = timed(s"$asyncpipe file:${q(big)} - | $asyncpipe mux | $asyncpipe - file:${q(out)}", bigSize, check = round == 2)
         val r = timed(s"$asyncpipe run ${q(s"file:$big | mux | file:$out")}", bigSize, check = round == 2)
+        val w = timed(s"cat ${q(big)} > ${q(out)}", bigSize, check = false)
         val lineBytes = Files.size(lines)
         val cl = timed(s"cat ${q(lines)} | cat | cat > /dev/null", lineBytes, check = false)
         val ml = timed(s"cat ${q(lines)} | $asyncpipe mux | cat > /dev/null", lineBytes, check = false)
         if measured then
-          cat3 += c; three += a; inProcess += r; cat1 += cl; mux1 += ml
+          cat3 += c; three += a; inProcess += r; oneCopy += w; cat1 += cl; mux1 += ml
       def m(label: String, xs: Seq[Double]) = Measurement(label, xs, None, 0, "MiB/s")
       val threeM = m("asyncpipe file:IN | asyncpipe mux | asyncpipe file:OUT", three.result())
       val comparisons = Seq(
         Comparison(threeM, m("cat IN | cat | cat > OUT", cat3.result()), Some(">= 1.0x")),
         Comparison(m("asyncpipe run 'file:IN | mux | file:OUT'", inProcess.result()), threeM, Some(">= 2.0x")),
+        Comparison(m("cat IN > OUT (one copy: about the most run can do)", oneCopy.result()), threeM, None),
         Comparison(m("cat SEQ | asyncpipe mux | cat", mux1.result()), m("cat SEQ | cat | cat", cat1.result()), Some(">= 0.5x"))
       )
       h.progress("pipeline: in-process frames/s")
