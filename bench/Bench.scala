@@ -18,12 +18,16 @@ object Bench:
     out(Report.header(machine))
     val note = progress.getOrElse((_: String) => ())
     val harness = Harness(plan, note)
+    val start = System.nanoTime()
     val results = suites.map { s =>
       note(s"${s.name}: starting")
-      val r = if s.forked && plan.forks > 1 then Forks.run(s, plan, note) else s.run(harness)
+      val t0 = System.nanoTime()
+      val measured = if s.forked && plan.forks > 1 then Forks.run(s, plan, note) else s.run(harness)
+      val r = measured.copy(seconds = (System.nanoTime() - t0) / 1e9)
       out(Report.table(r))
       r
     }
+    out(Report.footer(results, (System.nanoTime() - start) / 1e9))
     json.foreach(p => Report.write(p, Report.json(machine, results)))
     plot.foreach(p => Report.write(p, Report.svg(results)))
     results

@@ -66,9 +66,10 @@ final case class Comparison(subject: Measurement, baseline: Measurement, target:
   def ratio: Double = subject.median / baseline.median
 
 /** A suite's results: comparisons plus free-standing figures (heap, lateness) with their units;
-  * `forks` is how many JVMs measured them (their iterations pooled).
+  * `forks` is how many JVMs measured them (their iterations pooled); `seconds` is how long the
+  * suite took, set by [[Bench.run]] (0 until then).
   */
-final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1)
+final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1, seconds: Double = 0)
 final case class Figure(name: String, value: Double, unit: String, target: Option[String])
 
 /** Something to measure: `body(ops)` runs `ops` operations (`fullOps` scaled by the plan). */

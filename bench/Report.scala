@@ -24,8 +24,8 @@ object Report:
   def header(m: Machine): String = s"machine: ${m.cpu}, ${m.cores} cores, ${m.os}; ${m.jdk}\n"
 
   def table(r: SuiteResult): String =
-    val pooled = if r.forks > 1 then s" (${r.forks} JVMs, their iterations pooled)" else ""
-    val b = StringBuilder(s"\n== ${r.name}$pooled\n")
+    val pooled = if r.forks > 1 then s"${r.forks} JVMs, their iterations pooled; " else ""
+    val b = StringBuilder(f"\n== ${r.name} ($pooled${r.seconds}%.0f s)\n")
     if r.comparisons.nonEmpty then
       val rows = r.comparisons.flatMap { c =>
         Seq(row(c.subject, f"${c.ratio}%.2fx", c.target.getOrElse("")), row(c.baseline, "baseline", ""))
@@ -38,6 +38,10 @@ object Report:
         Seq(f.name, f"${f.value}%,.2f ${f.unit}", "", "", "", f.target.getOrElse(""))
       })
     b.toString
+
+  /** The closing line: how many suites, in how long (the full run's target is under 5 minutes). */
+  def footer(results: Seq[SuiteResult], seconds: Double): String =
+    f"\n${results.size} suite${if results.size == 1 then "" else "s"} in $seconds%.0f s\n"
 
   private def row(m: Measurement, ratio: String, target: String): Seq[String] =
     Seq(m.name, s"${number(m.median)} ${m.unit}", s"${number(m.min)}-${number(m.max)}", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
@@ -54,7 +58,7 @@ object Report:
     rows.map(r => r.zip(widths).map((cell, w) => cell.padTo(w, ' ')).mkString("  ").stripTrailing).mkString("", "\n", "\n")
 
   // ---------------------------------------------------------------------------------------------
-  // JSON: {"machine": {...}, "suites": [{"name", "forks", "comparisons": [{"subject": M, "baseline": M,
+  // JSON: {"machine": {...}, "suites": [{"name", "forks", "seconds", "comparisons": [{"subject": M, "baseline": M,
   // "ratio", "target"}], "figures": [{"name", "value", "unit", "target"}]}]}, where M is
   // {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"}.
 
@@ -77,6 +81,7 @@ object Report:
         obj(
           "name" -> str(r.name),
           "forks" -> r.forks.toString,
+          "seconds" -> num(r.seconds),
           "comparisons" -> arr(r.comparisons.map(c =>
             obj("subject" -> meas(c.subject), "baseline" -> meas(c.baseline), "ratio" -> num(c.ratio), "target" -> opt(c.target)))),
           "figures" -> arr(r.figures.map(f =>

@@ -25,12 +25,14 @@ class BenchTest extends munit.FunSuite:
     assertEquals(status, 0)
     val text = out.toString("UTF-8")
     assert(text.startsWith("machine: "), text)
-    for s <- Suites.all do assert(text.contains(s"== ${s.name}"), s"table for ${s.name} missing")
+    for s <- Suites.all do assert(text.contains(s"== ${s.name} ("), s"table for ${s.name} missing")
+    assert(s"\n${Suites.all.size} suites in \\d+ s\n$$".r.findFirstIn(text).isDefined, text.takeRight(200))
 
     val json = ujson.read(os.read(dir / "b.json"))
     for key <- Seq("cpu", "os", "jdk") do assert(json("machine")(key).str.nonEmpty, key)
     assert(json("machine")("cores").num >= 1)
     assertEquals(json("suites").arr.map(_("name").str).toSeq, Suites.all.map(_.name))
+    for suite <- json("suites").arr do assert(suite("seconds").num > 0, suite("name").str)
     var comparisons = 0
     for suite <- json("suites").arr; c <- suite("comparisons").arr do
       comparisons += 1
@@ -90,7 +92,7 @@ class BenchTest extends munit.FunSuite:
     val status = Main.run(Seq("bench", "channels", "race", "--quick", "--forks", "2", "--json", (dir / "f.json").toString),
       Io(OwnedOutput(Channels.newChannel(out)), PrintStream(err, true, "UTF-8")))
     assertEquals(status, 0, err.toString("UTF-8"))
-    assert(out.toString("UTF-8").contains("== channels (2 JVMs, their iterations pooled)"), out.toString("UTF-8"))
+    assert(out.toString("UTF-8").contains("== channels (2 JVMs, their iterations pooled; "), out.toString("UTF-8"))
     val suites = ujson.read(os.read(dir / "f.json"))("suites").arr.map(s => s("name").str -> s).toMap
     val perFork = Plan.Quick.copy(forks = 2).perFork.iterations
     assertEquals(suites("channels")("forks").num.toInt, 2)
