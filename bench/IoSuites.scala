@@ -78,8 +78,8 @@ object UdpSuite extends Suite:
     * round was in line with the later ones in the five full runs looked at in stop 25.
     */
   private val WarmupRounds = 1
-  /** Five measured rounds at most (the full plan has seven): each is about 8 s, and the suite was
-    * the longest of the full run (67 s), which one busy run took past its 5 minutes.
+  /** Five measured rounds at most (the full plan has seven): each is about 8 s, and this was the
+    * longest suite (67 s) of a full run that once took 308 s on a busy machine, past its 5 minutes.
     */
   private val MeasuredRounds = 5
 

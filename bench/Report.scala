@@ -25,7 +25,7 @@ object Report:
 
   def table(r: SuiteResult): String =
     val pooled = if r.forks > 1 then s"${r.forks} JVMs, their iterations pooled; " else ""
-    val b = StringBuilder(f"\n== ${r.name} ($pooled${r.seconds}%.0f s)\n")
+    val b = StringBuilder(s"\n== ${r.name} ($pooled${seconds(r.seconds)})\n")
     if r.comparisons.nonEmpty then
       val rows = r.comparisons.flatMap { c =>
         Seq(row(c.subject, f"${c.ratio}%.2fx", c.target.getOrElse("")), row(c.baseline, "baseline", ""))
@@ -40,8 +40,12 @@ object Report:
     b.toString
 
   /** The closing line: how many suites, in how long (the full run's target is under 5 minutes). */
-  def footer(results: Seq[SuiteResult], seconds: Double): String =
-    f"\n${results.size} suite${if results.size == 1 then "" else "s"} in $seconds%.0f s\n"
+  def footer(results: Seq[SuiteResult], total: Double): String =
+    s"\n${results.size} suite${if results.size == 1 then "" else "s"} in ${seconds(total)}\n"
+
+  /** A duration: whole seconds, with a tenth below 10 s (the timers suite takes under one). */
+  private def seconds(s: Double): String =
+    (if s < 10 then "%.1f s" else "%.0f s").formatLocal(java.util.Locale.ROOT, s)
 
   private def row(m: Measurement, ratio: String, target: String): Seq[String] =
     Seq(m.name, s"${number(m.median)} ${m.unit}", s"${number(m.min)}-${number(m.max)}", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
@@ -58,8 +62,8 @@ object Report:
     rows.map(r => r.zip(widths).map((cell, w) => cell.padTo(w, ' ')).mkString("  ").stripTrailing).mkString("", "\n", "\n")
 
   // ---------------------------------------------------------------------------------------------
-  // JSON: {"machine": {...}, "suites": [{"name", "forks", "seconds", "comparisons": [{"subject": M, "baseline": M,
-  // "ratio", "target"}], "figures": [{"name", "value", "unit", "target"}]}]}, where M is
+  // JSON: {"machine": {...}, "suites": [{"name", "forks", "seconds", "comparisons": [{"subject": M,
+  // "baseline": M, "ratio", "target"}], "figures": [{"name", "value", "unit", "target"}]}]}, where M is
   // {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"}.
 
   def json(machine: Machine, results: Seq[SuiteResult]): String =

@@ -26,7 +26,7 @@ class BenchTest extends munit.FunSuite:
     val text = out.toString("UTF-8")
     assert(text.startsWith("machine: "), text)
     for s <- Suites.all do assert(text.contains(s"== ${s.name} ("), s"table for ${s.name} missing")
-    assert(s"\n${Suites.all.size} suites in \\d+ s\n$$".r.findFirstIn(text).isDefined, text.takeRight(200))
+    assert(s"\n${Suites.all.size} suites in \\d+(\\.\\d)? s\n$$".r.findFirstIn(text).isDefined, text.takeRight(200))
 
     val json = ujson.read(os.read(dir / "b.json"))
     for key <- Seq("cpu", "os", "jdk") do assert(json("machine")(key).str.nonEmpty, key)
