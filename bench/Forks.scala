@@ -56,7 +56,7 @@ private[bench] object Forks:
     SuiteResult(first.name, first.comparisons.map(c => Comparison(pooled(c.subject.name), pooled(c.baseline.name), c.target)),
       figures, forks = results.size)
 
-  private def median(xs: Seq[Double]): Option[Double] = Option.when(xs.nonEmpty)(xs.sorted.apply(xs.size / 2))
+  private def median(xs: Seq[Double]): Option[Double] = Option.when(xs.nonEmpty)(Measurement.medianOf(xs))
 
   // ---------------------------------------------------------------------------------------------
   // The fork's result file: one line per measurement (M), comparison (C) and figure (F), fields

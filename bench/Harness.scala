@@ -49,7 +49,7 @@ final case class Measurement(
 ):
   require(perIteration.nonEmpty, s"measurement '$name' has no iterations")
   private val sorted = perIteration.sorted
-  def median: Double = sorted(sorted.size / 2)
+  def median: Double = Measurement.medianOfSorted(sorted)
   def min: Double = sorted.head
   def max: Double = sorted.last
   /** (max - min) / median: above `Measurement.NoisySpread` the figures deserve a re-run. */
@@ -58,6 +58,10 @@ final case class Measurement(
 
 object Measurement:
   val NoisySpread = 0.25
+
+  /** The median the bench reports everywhere: the middle figure, the upper one of an even count. */
+  def medianOf(xs: Seq[Double]): Double = medianOfSorted(xs.sorted)
+  private def medianOfSorted(sorted: Seq[Double]): Double = sorted(sorted.size / 2)
 
 /** A subject against its baseline, measured in the same run; `ratio` = subject / baseline
   * throughput, so above 1 is faster. `target` states the goal the ratio is held to, if any.
