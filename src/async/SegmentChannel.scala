@@ -243,7 +243,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * reader has come, then wait until a reader takes it (DONE from an FAA reader, TAKEN from a
     * listener read): spin on the cell, then trade the value for a parked [[Waiter]] with one CAS.
     * The sender never reads R; each hand-off moves only the cell's line between the two parties
-    * (value in, DONE back), which measured faster than watching R first (ADR 0011, stop 27).
+    * (value in, DONE back), which measured faster than watching R first (ADR 0011, stop 28:
+    * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x).
     * A value in a rendezvous cell is thus a sender still waiting for its reader. Null if the cell
     * was not empty (a reader parked there, or poisoned it): the general path decides.
     */
@@ -962,8 +963,8 @@ private[async] object SegmentChannel:
     * its value to be taken, then on its waiter's word before parking); the channel's
     * [[spinBudget]] adapts below it. 1,024 spins are about 27 µs here: a partner whose carrier the
     * OS took away for a moment comes back within that more often than not, and each park it saves
-    * costs both parties microseconds (ADR 0011, stop 27: 128 measured 0.71-0.78x SynchronousQueue,
-    * 1,024 0.81-0.83x, with the deposit-first send). */
+    * costs both parties microseconds (ADR 0011, stop 28: with the deposit-first send, 128 measured
+    * 0.6-0.8x SynchronousQueue and 1,024 about 1.0x, in paired runs of the bench's shape). */
   private val SpinMax: Int = 1024
   /** A budget that reached 0 is tried again at this size once per `ProbeEvery` waits, so that a
     * channel whose parties got carriers of their own again finds out. */
