@@ -3,6 +3,7 @@ package asyncpipe.async
 import java.util.concurrent.CancellationException
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger, AtomicLong, AtomicReference}
 import scala.util.{Failure, Success, Try}
+import scala.util.control.NonFatal
 
 /** Fans values in from many publisher channels and out to many subscriber channels: every value
   * read from any publisher is handed to every current subscriber.
@@ -28,12 +29,17 @@ import scala.util.{Failure, Success, Try}
   * that subscriber's channel itself, waiting there if it must (a `Block` loop would wait for that
   * subscriber anyway, and there is no other to delay): the queue and its delivery future are then
   * a hop saved, which measured 10-15 % of a 1-to-1 multiplexer's throughput. With one publisher as
-  * well, the loop relays: it reads that publisher with a plain `read()` and sends each value on
-  * itself, with no race, listener or queue (0.49x to 0.60x of a plain channel's throughput in a
-  * probe). `addSubscriber`, `removeSubscriber`, publisher changes and `close` interrupt the
-  * loop's wait there, and all but `addPublisher` wait until the loop has let go (at once, or after
-  * the read or send it was in), so that each change holds for every value read after it
-  * returned; a value taken but not yet sent then goes to the queue as usual. A slow subscriber
+  * well, no thread of the multiplexer's runs per value while the subscriber has room: the loop
+  * taps the publisher (`SegmentChannel.tap`, [[RelayTap]]), and each value is handed on with the
+  * subscriber's `trySend` in the thread that made it ready; a send into the empty publisher hands
+  * its value over before it reaches a cell (doc/adr/0018). When the subscriber is full, the tap
+  * stops and the loop relays: it reads the publisher with a plain `read()` and sends each value on
+  * itself, waiting for room, until the publisher has nothing ready; then it taps again. (A
+  * publisher that is not one of this library's channels is always relayed.) `addSubscriber`,
+  * `removeSubscriber`, publisher changes and `close` stop the tap or interrupt the relay's wait,
+  * and all but `addPublisher` wait until the loop has let go (at once, or after the hand-off,
+  * read or send it was in), so that each change holds for every value read after it returned; a
+  * value taken but not yet sent then goes to the queue as usual. A slow subscriber
   * delays the others only once its own queue is full; what happens then is `onFull`:
   *   - [[ChannelMultiplexer.OnFull.Block]]: the loop waits until that queue has room (it waits on
   *     a promise that the delivery future completes after each value it takes out), and so stops
@@ -113,6 +119,23 @@ object ChannelMultiplexer:
   private inline val Direct = 1
   private inline val Interrupting = 2
   private inline val Interrupted = 3
+
+  // States of a relay tap (Impl.RelayTap.state)
+  private inline val TapOff = 0
+  private inline val TapOn = 1
+  private inline val TapBusy = 2
+
+  // Why a relay tap stopped itself (Impl.RelayTap.stop); 0 while it runs
+  private inline val Stalled = 1
+  private inline val PublisherEnded = 2
+  private inline val SubscriberClosed = 3
+
+  /** One turn of a wait for a tap's offer under way: a spin, and every 64th a yield, so that a
+    * holder descheduled on a busy machine (platform threads, one core) gets to finish.
+    */
+  private def spinOnce(spins: Int): Int =
+    if (spins & 63) == 63 then Thread.`yield`() else Thread.onSpinWait()
+    spins + 1
 
   /** How many ready values the loop takes from one publisher before it races them all again. */
   private val DrainLimit = 64
@@ -197,13 +220,73 @@ object ChannelMultiplexer:
     private val direct = AtomicInteger(Idle)
     @volatile private var loopThread: Thread | Null = null
 
-    /** Called by a change after it changed the shared state: interrupts the loop's wait on its
+    /** The loop's tap on its one publisher while it relays through one (see `tapped`). */
+    @volatile private var currentTap: RelayTap | Null = null
+
+    /** The loop's standing listener on its one publisher's channel while it relays to its one
+      * subscriber `s` (see `tapped`): the channel offers it each value in the thread that made the
+      * value ready, and it hands the value on with `s`'s `trySend`, so no thread of the
+      * multiplexer runs per value. When that would wait (`s` has no room), when `s`'s channel is
+      * closed or when the publisher ends, it refuses the value (which stays in the publisher),
+      * stops itself (`stop`), and wakes the loop. `off()` stops it from outside.
+      * States: TapOff, TapOn, TapBusy (an offer is being handed on; any other waits for it).
+      */
+    private final class RelayTap(s: Sub) extends SegmentChannel.Tap[T]:
+      val state = AtomicInteger(TapOff)
+      /** Why the tap stopped itself: Stalled, PublisherEnded, SubscriberClosed; 0 while it runs. */
+      @volatile var stop = 0
+
+      /** The thread handing a value on (TapBusy), to refuse an offer it makes to itself. A plain
+        * field: a thread only needs to recognise its own write, which it always sees.
+        */
+      private var owner: Thread | Null = null
+
+      def apply(v: Try[T]): Boolean =
+        // Offers come one at a time from the channel's head, but a send that finds the channel
+        // empty offers its value directly (`SegmentChannel.forward`), so an offer may meet
+        // another under way: it waits for it, as that one is quick (a `trySend`). A thread that
+        // meets its own offer (channels relayed in a circle) is refused instead.
+        var spins = 0
+        while !state.compareAndSet(TapOn, TapBusy) do
+          if state.get == TapOff || (owner eq Thread.currentThread) then return false // the value stays
+          spins = spinOnce(spins)
+        owner = Thread.currentThread
+        var took = false
+        try
+          v match
+            case Failure(_: ChannelClosedException) => stop = PublisherEnded
+            case _ => if s.out.trySend(v) then took = true else stop = Stalled
+        catch
+          case _: ChannelClosedException => stop = SubscriberClosed
+          // any other failure of the subscriber's channel: the loop's own send meets it again,
+          // in the loop's thread rather than in a publisher's sender
+          case NonFatal(_) => stop = Stalled
+        finally
+          owner = null
+          state.setRelease(if stop == 0 then TapOn else TapOff) // the next offer's CAS acquires
+        if stop != 0 then signal()
+        took
+
+      /** Stops the tap and waits until no offer is being handed on: nothing is taken after it returns. */
+      def off(): Unit =
+        var spins = 0
+        while
+          val st = state.get
+          st == TapBusy || (st == TapOn && !state.compareAndSet(TapOn, TapOff))
+        do spins = spinOnce(spins)
+
+    /** Called by a change after it changed the shared state: stops the loop's tap, if it taps
+      * (waiting for a hand-off under way), and wakes it; interrupts the loop's wait on its
       * direct path, if it is on it. With `settle`, also waits until the loop has left that path
       * (it does so at once, or after the read or send it is in), so that every value the loop
       * reads after the change returns is handled with the change in effect. A direct path entered
       * after the change sees the change (see `relay`), so it is left alone.
       */
     private def endDirect(settle: Boolean): Unit =
+      val tap = currentTap
+      if tap != null then
+        tap.off()
+        signal() // the loop waits for a wake while it taps
       if direct.get == Direct && direct.compareAndSet(Direct, Interrupting) then
         val t = loopThread
         if t != null then t.interrupt()
@@ -305,7 +388,10 @@ object ChannelMultiplexer:
           val targets = subs
           if now.length == 1 && targets.length == 1 && onFull == OnFull.Block && targets.head.unsent.get == 0 &&
             !wakePending.get && !closed
-          then relay(now.head, targets.head, now, targets)
+          then
+            now.head.channel match
+              case ch: SegmentChannel[T @unchecked] => tapped(now.head, targets.head, now, targets, ch)
+              case _                                => relay(now.head, targets.head, now, targets, whileReady = false)
           else
             val sources =
               if reads.isEmpty then Vector(wakeSource)
@@ -332,12 +418,19 @@ object ChannelMultiplexer:
       * subscribers the loop saw: the path is not entered if they changed since (a change writes
       * the state, then reads `direct`; the loop writes `direct`, then reads the state).
       */
-    private def relay(p: Pub, s: Sub, now: Vector[Pub], targets: Vector[Sub])(using async: Async): Unit =
+    private def relay(p: Pub, s: Sub, now: Vector[Pub], targets: Vector[Sub], whileReady: Boolean)(using
+        async: Async
+    ): Unit =
       if !enterDirect(s, (pubs eq now) && (subs eq targets)) then return
       var pending: Try[T] | Null = null
       try
         while direct.get == Direct do
-          val value = p.channel.read()
+          val value =
+            if !whileReady then p.channel.read()
+            else
+              p.channel.tryRead() match
+                case Some(v) => v
+                case None    => return
           value match
             case Failure(_: ChannelClosedException) =>
               dropPublisher(p)
@@ -353,6 +446,42 @@ object ChannelMultiplexer:
           pending = null
       finally finishDirect()
       if pending != null then handOut(pending.nn, targets)
+
+    /** The loop's path while it has one publisher `p`, whose channel is one of this library's, and
+      * one subscriber `s`, under `Block`, with nothing of `s`'s queued: it taps `p`'s channel (see
+      * [[RelayTap]]) and sleeps until the tap stops or a change wakes it. A tap that stopped
+      * because `s` had no room hands over to `relay`, which sends the values `p` has ready itself,
+      * waiting for room; the next turn of the loop taps again. Entering follows `relay`'s rule: the
+      * tap is on before the state is checked, and a change reads `currentTap` after writing the
+      * state, then stops the tap and waits for an offer under way (`endDirect`).
+      */
+    private def tapped(p: Pub, s: Sub, now: Vector[Pub], targets: Vector[Sub], ch: SegmentChannel[T])(using
+        Async
+    ): Unit =
+      val tap = RelayTap(s)
+      currentTap = tap
+      tap.state.set(TapOn)
+      if wakePending.get || closed || s.gone || (pubs ne now) || (subs ne targets) then
+        tap.off()
+        currentTap = null
+        return
+      if !ch.tap(tap) then // another multiplexer taps this channel: read it with `read()`
+        tap.off()
+        currentTap = null
+        relay(p, s, now, targets, whileReady = false)
+        return
+      try
+        Async.await(wakes) // the tap stopped itself, or a change came
+        wakePending.set(false)
+      finally
+        tap.off()
+        ch.untap(tap)
+        currentTap = null
+      tap.stop match
+        case PublisherEnded   => dropPublisher(p)
+        case SubscriberClosed => detach(s)
+        case Stalled          => relay(p, s, now, targets, whileReady = true)
+        case _                => () // a change: the loop reads the state again
 
     /** After a value from `p`, takes the values `p` has ready now, up to `DrainLimit`, without a
       * race: a busy publisher costs one poll per value instead of a race built, registered and

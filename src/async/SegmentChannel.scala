@@ -58,6 +58,10 @@ import scala.util.{Failure, Success, Try}
  *     waiters leave memory flat. After a successful operation a segment forgets its `prev`, and
  *     the channel holds no segment but the three references: segments behind them are garbage.
  *  8. `null` is a legal value: it is stored as the marker NullValue.
+ *  9. A channel may have one tap (`tap`), a standing listener offered the head like the listeners
+ *     of 5 but never removed by taking a value; and a send that finds a tapped channel empty
+ *     (S == R) offers its value to the tap before it takes an index (`forward`), so the cells
+ *     never see a value the tap takes at once. The multiplexer's relay; see doc/adr/0018.
  * ============================================================================================== */
 private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   import SegmentChannel.*
@@ -112,8 +116,13 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   @volatile private var receiveSegment: Segment = sendSegment
   @volatile private var bufferEndSegment: Segment = if isBuffered then sendSegment else NoSegment
 
-  /** Listeners waiting for a value (`canRead.onComplete`), each wrapped in a [[Registration]]. */
+  /** Listeners waiting for a value: [[Registration]]s (`canRead.onComplete`, gone once they take
+    * one) and [[Tap]]s (`tap`, which stay until `untap`).
+    */
   private val listeners = ConcurrentLinkedQueue[Registration[T]]()
+  /** The channel's one standing listener, if any (`tap`). */
+  @volatile private var standing: Tap[T] | Null = null
+  private inline def noListeners: Boolean = listeners.isEmpty && standing == null
 
   markInitialBufferProcessed()
 
@@ -145,10 +154,12 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * trySend: never park.
     */
   private def doSend(v: AnyRef, async: Async | Null): Marker =
+    val t = standing
+    if t != null && forward(t, v) then return Buffered
     while true do
       if async == null then // trySend: answer cheaply before spending an index
         if isClosed then return Closed
-        if wouldWait() && listeners.isEmpty then return NotSent
+        if wouldWait() && noListeners then return NotSent
       var seg = sendSegment
       val scf = sCounter.getAndAdd(1L)
       if isClosedWord(scf) then return Closed // the send started after close
@@ -180,6 +191,16 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             return r
     throw IllegalStateException("unreachable")
 
+  /** A send that finds the channel empty and tapped hands its value straight to the tap, and the
+    * cells never see it: as if it were deposited and taken at once. Only while no value waits in
+    * the channel (S == R: every index a sender took, a reader took too), so it never overtakes a
+    * value. False if the channel is closed or not empty, or the tap refused: the send then goes
+    * the usual way.
+    */
+  private def forward(t: Tap[T], v: AnyRef): Boolean =
+    val scf = sendersAndClosed
+    !isClosedWord(scf) && (scf & CounterMask) == receivers && t(Success(decode[T](v)))
+
   /** Whether cell `s` is a buffer cell (below B). B only grows, so a value of B that some sender
     * read earlier, kept beside S (a line senders own for their FAA anyway), answers yes without
     * reading B, whose line every read writes; only past it is B read (and the kept value moved).
@@ -206,7 +227,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val state = seg.cell(i)
       if state == null then
         if mustWait(s) then // wait (or give up, for trySend)
-          if async == null && listeners.isEmpty then
+          if async == null && noListeners then
             if seg.cas(i, null, INTERRUPTED_SEND) then
               seg.cellInterruptedSender()
               return NotSent
@@ -425,6 +446,24 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def tryRead(): Option[Try[T]] = canRead.poll()
 
+  /** Registers `k` as the channel's tap, a standing listener: it is offered values as a `canRead`
+    * listener is, but stays registered after it takes one, until `untap(k)`. One registration
+    * thus reads a stream of values, each in the thread that made it ready, and no thread of the
+    * reader's is woken. A value is offered either as the head (the cell held reserved while `k`
+    * decides, so in order) or, by a send that finds the channel empty, before it ever reaches a
+    * cell (`forward`); so offers may overlap, and a tap must let one finish before it decides on
+    * the next. The closed failure may be offered more than once. False if the channel has a tap
+    * already. The multiplexer's relay (doc/adr/0018).
+    */
+  private[async] def tap(k: Tap[T]): Boolean =
+    TapField.compareAndSet(this, null, k) && {
+      notifyListeners() // register first, then look: a sender depositing after our look sees us
+      true
+    }
+
+  /** Ends a `tap`; an offer already under way may still complete. */
+  private[async] def untap(k: Tap[T]): Unit = TapField.compareAndSet(this, k, null)
+
   /** Offers the head value (or the closed failure) to `k`; true iff `k` took it. */
   private def offerHead(k: Listener[Try[T]]): Boolean =
     while true do
@@ -515,6 +554,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   /** Offers the head to registered listeners until a full pass takes nothing. */
   private[SegmentChannel] def notifyListeners(): Unit =
+    val t = standing
+    if t != null then
+      // as long as it takes values; the closed failure, which a tap may take too, ends it
+      while offerHead(t) && receivers < closedAt do ()
     if !listeners.isEmpty then
       var progress = true
       while progress do
@@ -744,7 +787,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     val scf = sendersAndClosed
     sb ++= s"SegmentChannel(capacity=$capacity, S=${scf & CounterMask}, R=$receivers, B=$bufferEnd, "
     sb ++= s"closed=${isClosedWord(scf)}, closedAt=${if closedAt == Long.MaxValue then "-" else closedAt}, "
-    sb ++= s"listeners=${listeners.size}, segments: send=${sendSegment.id} receive=${receiveSegment.id} bufferEnd=${bufferEndSegment.id})"
+    sb ++= s"listeners=${listeners.size}, tapped=${standing != null}, segments: send=${sendSegment.id} receive=${receiveSegment.id} bufferEnd=${bufferEndSegment.id})"
     var seg: Segment | Null = earliestSegment
     while seg != null do
       sb ++= s"\n  $seg  "
@@ -1048,11 +1091,18 @@ private[async] object SegmentChannel:
       if heldInterrupt then Thread.currentThread.interrupt()
       d.nn
 
+  private val TapField: VarHandle =
+    MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
+      .findVarHandle(classOf[SegmentChannel[?]], "standing", classOf[Tap[?]])
+
   private val WaiterData: VarHandle =
     MethodHandles.privateLookupIn(classOf[Waiter], MethodHandles.lookup()).findVarHandle(classOf[Waiter], "data", classOf[AnyRef])
 
   /** A cell held by a listener read while its listener decides; `previous` is what it held. */
   private final class Reserved(val previous: AnyRef)
+
+  /** A listener that stays registered after it takes a value (see `SegmentChannel.tap`). */
+  private[async] abstract class Tap[T] extends Listener[Try[T]]
 
   /** A listener waiting on `canRead`: lets one offer through, whoever offers (see OnceForwarder). */
   private final class Registration[T](k: Listener[Try[T]], ch: SegmentChannel[T]) extends Async.OnceForwarder[Try[T]](k, ch)

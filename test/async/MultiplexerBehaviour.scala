@@ -169,6 +169,89 @@ abstract class MultiplexerBehaviour(runtime: Runtime) extends munit.FunSuite, Wa
       m.close()
 
   // ---------------------------------------------------------------------------------------------
+  // One publisher, one subscriber: the relay tap (a send hands its value on in its own thread)
+
+  test("one to one, a subscriber that reads in bursts: every value once and in order, through many stalls"):
+    // The tap hands values on with trySend; a full subscriber stops it and the loop relays what
+    // waits in the publisher, then taps again. Two senders, so hand-overs also overlap.
+    val each = 3_000 * stress
+    for pub <- List(SyncChannel[(Int, Int)](), BufferedChannel[(Int, Int)](16), UnboundedChannel[(Int, Int)]()) do
+      Async.blocking:
+        val m = ChannelMultiplexer[(Int, Int)](buffer = 4)
+        val sub = BufferedChannel[Try[(Int, Int)]](2)
+        m.addSubscriber(sub)
+        m.addPublisher(pub)
+        val reader = Future {
+          val random = scala.util.Random(11)
+          List.fill(2 * each) {
+            if random.nextInt(16) == 0 then (0 until random.nextInt(50)).foreach(_ => Thread.`yield`())
+            sub.read().get.get
+          }
+        }
+        val senders = (0 until 2).map(id => Future((0 until each).foreach(i => pub.send((id, i)))))
+        val got = resultWithinMillis(reader, Patience * 2 * stress, s"the reader ($pub)").get
+        for id <- 0 until 2 do
+          assertEquals(got.filter(_._1 == id).map(_._2), (0 until each).toList, s"sender $id through $pub")
+        senders.foreach(f => assert(resultWithin(f, "a sender").isSuccess))
+        m.close()
+        assertClosedNext(sub, s"the subscriber after close ($pub)")
+
+  /** Values 0, 1, 2, ... up to `limit` sent into `pub` until stopped; `next` is the next one to be sent. */
+  private final class Flow(pub: SendableChannel[Int], limit: Int)(using Async):
+    val next = AtomicInteger(0)
+    private val stopped = java.util.concurrent.atomic.AtomicBoolean(false)
+    val future: Future[Unit] = Future:
+      while !stopped.get && next.get < limit do
+        pub.send(next.get)
+        next.incrementAndGet()
+    def stop()(using Location): Unit =
+      stopped.set(true)
+      assert(resultWithin(future, "the sender").isSuccess)
+
+  test("one to one, while values flow: removeSubscriber returns once nothing more reaches it"):
+    Async.blocking:
+      val m = ChannelMultiplexer[Int]()
+      val sub = BufferedChannel[Try[Int]](64) // room mostly: the tap hands values on as they come
+      m.addSubscriber(sub)
+      val pub = BufferedChannel[Int](16)
+      m.addPublisher(pub)
+      val flow = Flow(pub, Int.MaxValue) // paced by the reads below until the removal
+      assertEquals(nextN(sub, 1000, "sub, before the removal"), (0 until 1000).toList.map(Success(_)))
+      m.removeSubscriber(sub)
+      val after = flow.next.get + 1 // sent (or being sent) at the removal: at most up to here
+      eventually("more values to flow") { flow.next.get > after + 1000 }
+      flow.stop()
+      m.close()
+      val rest = Iterator.continually(sub.tryRead()).takeWhile(_.isDefined).map(_.get.get).toList
+      assert(rest.forall(_.get < after), s"the removed subscriber received values sent after the removal: ${rest.filter(_.get >= after).take(5)}")
+      assertEquals(rest.map(_.get), (1000 until 1000 + rest.size).toList, "what it received before, in order")
+
+  test("one to one, while values flow: a subscriber added receives every value sent after the call"):
+    Async.blocking:
+      val m = ChannelMultiplexer[Int]()
+      val first = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(first)
+      val pub = SyncChannel[Int]() // a send returns once the multiplexer took the value
+      m.addPublisher(pub)
+      val total = 20_000
+      val flow = Flow(pub, total)
+      eventually("values to flow") { flow.next.get >= 1000 }
+      val second = UnboundedChannel[Try[Int]]()
+      m.addSubscriber(second)
+      // `from` may be in a send that began before the call returned; every later one began after
+      val from = flow.next.get
+      assert(resultWithin(flow.future, "the sender").isSuccess)
+      m.close() // each subscriber then gets what it was handed, and the closing failure
+      def upToClose(c: ReadableChannel[Try[Int]], what: String): List[Int] =
+        try withTimeout(Patience)(Iterator.continually(c.read().get).takeWhile(_.isSuccess).map(_.get).toList)
+        catch case _: TimeoutException => fail(s"$what: the closing failure did not come within $Patience ms")
+      assertEquals(upToClose(first, "first"), (0 until total).toList)
+      val got = upToClose(second, "second")
+      assert(got.nonEmpty && got.head <= from + 1,
+        s"second missed values sent after it was added: it starts at ${got.headOption}, the call ended at $from")
+      assertEquals(got, (got.head until total).toList, "second: a run up to the last value")
+
+  // ---------------------------------------------------------------------------------------------
   // Changing the sets while running
 
   test("a removed publisher: values sent to it afterwards are not forwarded and stay in it"):
