@@ -137,6 +137,8 @@ object ChannelMultiplexer:
     if (spins & 63) == 63 then Thread.`yield`() else Thread.onSpinWait()
     spins + 1
 
+  private val RetryMax = 64
+
   /** How many ready values the loop takes from one publisher before it races them all again. */
   private val DrainLimit = 64
 
@@ -220,6 +222,21 @@ object ChannelMultiplexer:
     private val direct = AtomicInteger(Idle)
     @volatile private var loopThread: Thread | Null = null
 
+    /** How many times a tap may retry a `trySend` that found no room (see `RelayTap.retried`);
+      * kept here, across taps, so that it stays low where retrying does not pay. Plain fields: a
+      * racy update only nudges the budget.
+      */
+    private var retryBudget = RetryMax
+    private var stallsWithoutRetry = 0
+
+    /** The retry budget now; at 0, one retry every 64th time, to notice when retrying pays again. */
+    private def retryAllowance(): Int =
+      val b = retryBudget
+      if b > 0 then b
+      else
+        stallsWithoutRetry += 1
+        if (stallsWithoutRetry & 63) == 0 then 1 else 0
+
     /** The loop's tap on its one publisher while it relays through one (see `tapped`). */
     @volatile private var currentTap: RelayTap | Null = null
 
@@ -255,7 +272,7 @@ object ChannelMultiplexer:
         try
           v match
             case Failure(_: ChannelClosedException) => stop = PublisherEnded
-            case _ => if s.out.trySend(v) then took = true else stop = Stalled
+            case _ => if s.out.trySend(v) || retried(v) then took = true else stop = Stalled
         catch
           case _: ChannelClosedException => stop = SubscriberClosed
           // any other failure of the subscriber's channel: the loop's own send meets it again,
@@ -266,6 +283,25 @@ object ChannelMultiplexer:
           state.setRelease(if stop == 0 then TapOn else TapOff) // the next offer's CAS acquires
         if stop != 0 then signal()
         took
+
+      /** The subscriber had no room: retries `trySend` for a little while before the tap stops
+        * (a stop wakes the loop, which then relays until the publisher is empty: tens of
+        * microseconds). The reader of a full subscriber on another core makes room within a
+        * fraction of a microsecond; on one core it cannot run meanwhile, so the budget
+        * (`retryBudget`) halves whenever the retries ran out, and grows back when they paid off.
+        */
+      private def retried(v: Try[T]): Boolean =
+        val budget = retryAllowance()
+        var left = budget
+        while left > 0 do
+          left -= 1
+          var i = 0
+          while i < 16 do { Thread.onSpinWait(); i += 1 }
+          if s.out.trySend(v) then
+            if budget < RetryMax then retryBudget = math.min(RetryMax, budget * 2 + 1)
+            return true
+        retryBudget = budget >> 1
+        false
 
       /** Stops the tap and waits until no offer is being handed on: nothing is taken after it returns. */
       def off(): Unit =
