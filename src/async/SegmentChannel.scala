@@ -116,11 +116,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   @volatile private var receiveSegment: Segment = sendSegment
   @volatile private var bufferEndSegment: Segment = if isBuffered then sendSegment else NoSegment
 
-  /** Listeners waiting for a value: [[Registration]]s (`canRead.onComplete`, gone once they take
-    * one) and [[Tap]]s (`tap`, which stay until `untap`).
-    */
+  /** Listeners waiting for a value (`canRead.onComplete`), each wrapped in a [[Registration]]. */
   private val listeners = ConcurrentLinkedQueue[Registration[T]]()
-  /** The channel's one standing listener, if any (`tap`). */
+  /** The channel's one standing listener, if any (`tap`): it stays until `untap`. */
   @volatile private var standing: Tap[T] | Null = null
   private inline def noListeners: Boolean = listeners.isEmpty && standing == null
 
