@@ -62,3 +62,54 @@ class ChannelQuickCheck extends munit.FunSuite:
         assert(maxSegments <= 4, s"$maxSegments segments reachable while reading through canRead:\n${impl.dump.take(2000)}")
       assert(impl.segmentCount <= 2, s"${impl.segmentCount} segments reachable after reading all:\n${impl.dump.take(2000)}")
       impl.checkInvariants()
+
+  for (name, make) <- kinds do
+    test(s"$name: 2 senders x 20000, a reader, and a tap attached and detached in turns that refuses at random: every value once"):
+      // the tap sees values handed over by sends into the empty channel (forward) and the head
+      // offered by deposits, while an FAA reader takes its share; then close ends the reader
+      val ch = make()
+      val impl = ch.asInstanceOf[SegmentChannel[Long]]
+      val n = 20000L
+      val taken = java.util.concurrent.ConcurrentLinkedQueue[Long]()
+      val tap = new SegmentChannel.Tap[Long]:
+        private val busy = java.util.concurrent.atomic.AtomicBoolean(false)
+        def apply(v: scala.util.Try[Long]): Boolean =
+          while !busy.compareAndSet(false, true) do Thread.onSpinWait()
+          try
+            v match
+              case Success(x) if java.util.concurrent.ThreadLocalRandom.current().nextInt(4) != 0 =>
+                taken.add(x)
+                true
+              case _ => false // refused at random, or the closed failure
+          finally busy.set(false)
+      val sum = AtomicLong()
+      val count = AtomicLong()
+      val sendersDone = java.util.concurrent.atomic.AtomicBoolean(false)
+      Async.blocking:
+        assert(impl.tap(tap), "the only tap was refused") // before any send: unbounded senders are quick
+        val senders = (0 until 2).map(k => Future { var i = 0L; while i < n do { ch.send(i * 2 + k); i += 1 } })
+        val reader = Future:
+          var go = true
+          while go do
+            ch.read() match
+              case Success(x) => { sum.addAndGet(x); count.incrementAndGet() }
+              case Failure(_) => go = false
+        val toggler = Future:
+          while !sendersDone.get do
+            val until = taken.size + 500
+            while taken.size < until && !sendersDone.get do Thread.`yield`()
+            impl.untap(tap)
+            Thread.`yield`()
+            assert(impl.tap(tap), "the only tap was refused")
+          impl.untap(tap)
+        senders.foreach(_.await)
+        sendersDone.set(true)
+        toggler.await
+        ch.close()
+        reader.await
+      val tapped = taken.toArray.map(_.asInstanceOf[Long])
+      assertEquals(count.get + tapped.length, 2 * n, s"reader ${count.get}, tap ${tapped.length}\n${impl.dump}")
+      assertEquals(sum.get + tapped.sum, (0L until 2 * n).sum, "a value lost or taken twice")
+      assertEquals(tapped.distinct.length, tapped.length, "the tap took a value twice")
+      assert(tapped.nonEmpty && count.get > 0, s"one side took nothing: reader ${count.get}, tap ${tapped.length}")
+      impl.checkInvariants()
