@@ -130,19 +130,14 @@ object ChannelMultiplexer:
   private inline val PublisherEnded = 2
   private inline val SubscriberClosed = 3
 
-  /** One turn of a wait for a tap's offer under way: a spin, and every 64th a yield, so that a
-    * holder descheduled on a busy machine (platform threads, one core) gets to finish.
-    */
-  private def spinOnce(spins: Int): Int =
-    if (spins & 63) == 63 then Thread.`yield`() else Thread.onSpinWait()
-    spins + 1
-
+  /** The most retries of a tap's `trySend` on a full subscriber (RelayTap.retried). */
   private val RetryMax = 64
 
   /** How many ready values the loop takes from one publisher before it races them all again. */
   private val DrainLimit = 64
 
-  private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async) extends ChannelMultiplexer[T]:
+  private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async)
+      extends ChannelMultiplexer[T], SpinBudget(RetryMax, 1, 64): // the tap's retries (RelayTap.retried)
 
     private final class Pub(val channel: ReadableChannel[T]):
       /** False once removed: the loop's pending reads of this channel refuse its values. */
@@ -222,21 +217,6 @@ object ChannelMultiplexer:
     private val direct = AtomicInteger(Idle)
     @volatile private var loopThread: Thread | Null = null
 
-    /** How many times a tap may retry a `trySend` that found no room (see `RelayTap.retried`);
-      * kept here, across taps, so that it stays low where retrying does not pay. Plain fields: a
-      * racy update only nudges the budget.
-      */
-    private var retryBudget = RetryMax
-    private var stallsWithoutRetry = 0
-
-    /** The retry budget now; at 0, one retry every 64th time, to notice when retrying pays again. */
-    private def retryAllowance(): Int =
-      val b = retryBudget
-      if b > 0 then b
-      else
-        stallsWithoutRetry += 1
-        if (stallsWithoutRetry & 63) == 0 then 1 else 0
-
     /** The loop's tap on its one publisher while it relays through one (see `tapped`). */
     @volatile private var currentTap: RelayTap | Null = null
 
@@ -263,10 +243,9 @@ object ChannelMultiplexer:
         // empty offers its value directly (`SegmentChannel.forward`), so an offer may meet
         // another under way: it waits for it, as that one is quick (a `trySend`). A thread that
         // meets its own offer (channels relayed in a circle) is refused instead.
-        var spins = 0
         while !state.compareAndSet(TapOn, TapBusy) do
           if state.get == TapOff || (owner eq Thread.currentThread) then return false // the value stays
-          spins = spinOnce(spins)
+          SegmentChannel.spinWait()
         owner = Thread.currentThread
         var took = false
         try
@@ -287,29 +266,28 @@ object ChannelMultiplexer:
       /** The subscriber had no room: retries `trySend` for a little while before the tap stops
         * (a stop wakes the loop, which then relays until the publisher is empty: tens of
         * microseconds). The reader of a full subscriber on another core makes room within a
-        * fraction of a microsecond; on one core it cannot run meanwhile, so the budget
-        * (`retryBudget`) halves whenever the retries ran out, and grows back when they paid off.
+        * fraction of a microsecond; on one core it cannot run meanwhile, so the number of retries
+        * is the multiplexer's [[SpinBudget]], kept across taps: it halves whenever the retries
+        * ran out, and grows back when they paid off.
         */
       private def retried(v: Try[T]): Boolean =
-        val budget = retryAllowance()
-        var left = budget
+        var left = spinBudget()
         while left > 0 do
           left -= 1
           var i = 0
           while i < 16 do { Thread.onSpinWait(); i += 1 }
           if s.out.trySend(v) then
-            if budget < RetryMax then retryBudget = math.min(RetryMax, budget * 2 + 1)
+            spinPaidOff()
             return true
-        retryBudget = budget >> 1
+        spinWasted()
         false
 
       /** Stops the tap and waits until no offer is being handed on: nothing is taken after it returns. */
       def off(): Unit =
-        var spins = 0
         while
           val st = state.get
           st == TapBusy || (st == TapOn && !state.compareAndSet(TapOn, TapOff))
-        do spins = spinOnce(spins)
+        do SegmentChannel.spinWait()
 
     /** Called by a change after it changed the shared state: stops the loop's tap, if it taps
       * (waiting for a hand-off under way), and wakes it; interrupts the loop's wait on its

@@ -70,18 +70,9 @@ class ChannelQuickCheck extends munit.FunSuite:
       val ch = make()
       val impl = ch.asInstanceOf[SegmentChannel[Long]]
       val n = 20000L
-      val taken = java.util.concurrent.ConcurrentLinkedQueue[Long]()
-      val tap = new SegmentChannel.Tap[Long]:
-        private val busy = java.util.concurrent.atomic.AtomicBoolean(false)
-        def apply(v: scala.util.Try[Long]): Boolean =
-          while !busy.compareAndSet(false, true) do Thread.onSpinWait()
-          try
-            v match
-              case Success(x) if java.util.concurrent.ThreadLocalRandom.current().nextInt(4) != 0 =>
-                taken.add(x)
-                true
-              case _ => false // refused at random, or the closed failure
-          finally busy.set(false)
+      // refuses one offer in four; detached before the close, so it takes values only
+      val tap = ChannelTapBehaviour.Recorder[Long](_ => java.util.concurrent.ThreadLocalRandom.current().nextInt(4) == 0)
+      val taken = tap.taken
       val sum = AtomicLong()
       val count = AtomicLong()
       val sendersDone = java.util.concurrent.atomic.AtomicBoolean(false)
@@ -107,7 +98,7 @@ class ChannelQuickCheck extends munit.FunSuite:
         toggler.await
         ch.close()
         reader.await
-      val tapped = taken.toArray.map(_.asInstanceOf[Long])
+      val tapped = tap.values.map(_.get).toArray
       assertEquals(count.get + tapped.length, 2 * n, s"reader ${count.get}, tap ${tapped.length}\n${impl.dump}")
       assertEquals(sum.get + tapped.sum, (0L until 2 * n).sum, "a value lost or taken twice")
       assertEquals(tapped.distinct.length, tapped.length, "the tap took a value twice")

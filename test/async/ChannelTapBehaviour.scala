@@ -3,10 +3,11 @@ package asyncpipe.async
 import java.util.concurrent.ConcurrentLinkedQueue
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger}
 import scala.jdk.CollectionConverters.*
-import scala.util.{Failure, Success, Try}
+import scala.util.{Success, Try}
 import munit.Location
 import Support.*
 import ChannelBehaviour.*
+import ChannelTapBehaviour.Recorder
 
 /** A channel's tap (`SegmentChannel.tap`, the standing listener the multiplexer relays through),
   * on every kind: values reach it in order, exactly once, whether a send hands its value over
@@ -16,24 +17,6 @@ import ChannelBehaviour.*
   */
 abstract class ChannelTapBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
   given Runtime = runtime
-
-  /** A tap that records what it takes, refuses while `refusing` says so, and decides one offer at
-    * a time (as the multiplexer's tap does: a send into an empty channel may offer while the head
-    * is being offered).
-    */
-  private final class Recorder[T](refusing: Int => Boolean = _ => false) extends SegmentChannel.Tap[T]:
-    private val busy = AtomicBoolean(false)
-    private val offers = AtomicInteger(0)
-    val taken = ConcurrentLinkedQueue[Try[T]]()
-    def apply(v: Try[T]): Boolean =
-      while !busy.compareAndSet(false, true) do Thread.onSpinWait()
-      try
-        if refusing(offers.incrementAndGet()) then false
-        else
-          taken.add(v)
-          true
-      finally busy.set(false)
-    def values: List[Try[T]] = taken.asScala.toList
 
   private def segment[T](c: Channel[T]): SegmentChannel[T] = c.asInstanceOf[SegmentChannel[T]]
 
@@ -125,6 +108,25 @@ abstract class ChannelTapBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
           c.close()
           assert(segment(c).tap(second))
           failureOf[ChannelClosedException](second.values.head)
+
+object ChannelTapBehaviour:
+  /** A tap that records what it takes, refuses the offers (numbered from 1) that `refusing`
+    * picks, and decides one offer at a time (as the multiplexer's tap does: a send into an empty
+    * channel may offer while the head is being offered).
+    */
+  final class Recorder[T](refusing: Int => Boolean = (_: Int) => false) extends SegmentChannel.Tap[T]:
+    private val busy = AtomicBoolean(false)
+    private val offers = AtomicInteger(0)
+    val taken = ConcurrentLinkedQueue[Try[T]]()
+    def apply(v: Try[T]): Boolean =
+      while !busy.compareAndSet(false, true) do Thread.onSpinWait()
+      try
+        if refusing(offers.incrementAndGet()) then false
+        else
+          taken.add(v)
+          true
+      finally busy.set(false)
+    def values: List[Try[T]] = taken.asScala.toList
 
 class ChannelTapOnVirtualThreads extends ChannelTapBehaviour(Runtime.VirtualThreads)
 class ChannelTapOnPlatformThreads extends ChannelTapBehaviour(Runtime.PlatformThreads)
