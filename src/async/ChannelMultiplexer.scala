@@ -130,14 +130,12 @@ object ChannelMultiplexer:
   private inline val PublisherEnded = 2
   private inline val SubscriberClosed = 3
 
-  /** The most retries of a tap's `trySend` on a full subscriber (RelayTap.retried). */
   private val RetryMax = 64
 
   /** How many ready values the loop takes from one publisher before it races them all again. */
   private val DrainLimit = 64
 
-  private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async)
-      extends ChannelMultiplexer[T], SpinBudget(RetryMax, 1, 64): // the tap's retries (RelayTap.retried)
+  private[async] final class Impl[T](buffer: Int, onFull: OnFull, scope: Async) extends ChannelMultiplexer[T]:
 
     private final class Pub(val channel: ReadableChannel[T]):
       /** False once removed: the loop's pending reads of this channel refuse its values. */
@@ -217,6 +215,23 @@ object ChannelMultiplexer:
     private val direct = AtomicInteger(Idle)
     @volatile private var loopThread: Thread | Null = null
 
+    /** How many times a tap may retry a `trySend` that found no room (see `RelayTap.retried`);
+      * kept here, across taps, so that it stays low where retrying does not pay. Plain fields: a
+      * racy update only nudges the budget. The same scheme as a channel's rendezvous spin budget
+      * (`SegmentChannel.spinBudget`), kept apart: mixing one shared trait into the channel was
+      * followed by lower rendezvous figures that the stop had no time to tell from noise.
+      */
+    private var retryBudget = RetryMax
+    private var stallsWithoutRetry = 0
+
+    /** The retry budget now; at 0, one retry every 64th time, to notice when retrying pays again. */
+    private def retryAllowance(): Int =
+      val b = retryBudget
+      if b > 0 then b
+      else
+        stallsWithoutRetry += 1
+        if (stallsWithoutRetry & 63) == 0 then 1 else 0
+
     /** The loop's tap on its one publisher while it relays through one (see `tapped`). */
     @volatile private var currentTap: RelayTap | Null = null
 
@@ -266,20 +281,20 @@ object ChannelMultiplexer:
       /** The subscriber had no room: retries `trySend` for a little while before the tap stops
         * (a stop wakes the loop, which then relays until the publisher is empty: tens of
         * microseconds). The reader of a full subscriber on another core makes room within a
-        * fraction of a microsecond; on one core it cannot run meanwhile, so the number of retries
-        * is the multiplexer's [[SpinBudget]], kept across taps: it halves whenever the retries
-        * ran out, and grows back when they paid off.
+        * fraction of a microsecond; on one core it cannot run meanwhile, so the budget
+        * (`retryBudget`) halves whenever the retries ran out, and grows back when they paid off.
         */
       private def retried(v: Try[T]): Boolean =
-        var left = spinBudget()
+        val budget = retryAllowance()
+        var left = budget
         while left > 0 do
           left -= 1
           var i = 0
           while i < 16 do { Thread.onSpinWait(); i += 1 }
           if s.out.trySend(v) then
-            spinPaidOff()
+            if budget < RetryMax then retryBudget = math.min(RetryMax, budget * 2 + 1)
             return true
-        spinWasted()
+        retryBudget = budget >> 1
         false
 
       /** Stops the tap and waits until no offer is being handed on: nothing is taken after it returns. */
