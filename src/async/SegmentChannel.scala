@@ -27,7 +27,9 @@ import scala.util.{Failure, Success, Try}
  *     decided by CAS), parked with the runtime's park. Where the other party is likely a step
  *     behind, a party spins a bounded number of times first (see "Spinning" in the object).
  *     Unlike the paper, an FAA reader that finds its sender in flight (S > r, cell empty) waits
- *     for it a little before poisoning the cell.
+ *     for it a little before poisoning the cell. Rendezvous: a blocking sender deposits its value
+ *     first and then waits for a reader to take it; a reader that comes first spins on a mark
+ *     (SPINNING_READER) that a sender swaps for its value before it returns (doc/adr/0019).
  *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
  *     rides in its Waiter), as jox does, rather than in a parallel array.
  *  3. Cancellation is a future's cancel or a thread interrupt (also inside `read`/`send` of a
@@ -79,6 +81,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   // paid off. Plain fields: a racy update only nudges the budget.
   private var spinBudgetNow: Int = SpinMax
   private var waitsWithoutSpin: Int = 0
+
+  /** Sets the rendezvous spin budget; for tests that need a party to spin rather than park. */
+  private[async] def setSpinBudget(n: Int): Unit = spinBudgetNow = n
 
   /** How many spins a rendezvous wait may make now. */
   private[SegmentChannel] def spinBudget(): Int =
@@ -243,6 +248,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             notifyListeners()
             return Buffered
           // else: CAS unsuccessful, repeat
+      else if state eq SPINNING_READER then
+        // the reader of this index spins here (rendezvous): hand the value over and go
+        if seg.cas(i, SPINNING_READER, v) then return Buffered
+        // else: CAS unsuccessful (the reader stopped spinning), repeat
       else if state eq IN_BUFFER then
         // expandBuffer made this a buffer cell before we arrived
         if seg.cas(i, IN_BUFFER, v) then
@@ -266,12 +275,17 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * listener read): spin on the cell, then trade the value for a parked [[Waiter]] with one CAS.
     * The sender never reads R; each hand-off moves only the cell's line between the two parties
     * (value in, DONE back), which measured faster than watching R first (ADR 0011, stop 28:
-    * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x).
-    * A value in a rendezvous cell is thus a sender still waiting for its reader. Null if the cell
-    * was not empty (a reader parked there, or poisoned it): the general path decides.
+    * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x). If the reader came
+    * first and spins on its mark, the same CAS finds the mark: swap the value in and go (0019).
+    * A value in a rendezvous cell is thus a sender still waiting for its reader, or a value its
+    * spinning reader has yet to take. Null if the cell held anything else (a reader parked
+    * there, or poisoned it, or took its mark back meanwhile): the general path decides.
     */
   private def rendezvousDeposit(seg: Segment, i: Int, v: AnyRef, async: Async): Marker | Null =
-    if !seg.cas(i, null, v) then return null
+    val found = seg.exchange(i, null, v)
+    if found != null then
+      // the reader of this index came first and spins on its mark: hand the value over and go
+      return if (found eq SPINNING_READER) && seg.cas(i, SPINNING_READER, v) then Buffered else null
     notifyListeners() // a listener read may take the value from the cell
     val budget = spinBudget()
     var left = budget
@@ -366,9 +380,33 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     var state = seg.cell(i)
     if state == null then
       val budget = spinBudget()
-      if budget > 0 then
-        if awaitCell(seg, i, budget) then spinPaidOff() else spinWasted()
-        state = seg.cell(i)
+      if budget > 0 && seg.cas(i, null, SPINNING_READER) then return spinForSender(seg, i, r, async, budget)
+      state = seg.cell(i)
+    if isValue(state) && seg.cas(i, state, DONE) then state.nn
+    else updateCellReceive(seg, i, r, async)
+
+  /** An FAA reader that came to its rendezvous cell first has marked it SPINNING_READER: a sender
+    * that finds the mark swaps its value in and returns at once, for the value is as good as
+    * received: this reader takes it (a spinning reader is not cancelled; only a parked Waiter is),
+    * unless a listener read that read R before our FAA takes it first, and then we retry with a
+    * new index as after any TAKEN cell. So the sender's hand-off costs one CAS, where depositing
+    * and waiting for DONE costs it a round trip of the cell's line. Spins up to `budget`; then
+    * takes the mark back and parks the usual way, unless a value (or the close) came first.
+    */
+  private def spinForSender(seg: Segment, i: Int, r: Long, async: Async, budget: Int): AnyRef =
+    var left = budget
+    var state = seg.cell(i)
+    while left > 0 && (state eq SPINNING_READER) do
+      left -= 1
+      Thread.onSpinWait()
+      state = seg.cell(i)
+    if state eq SPINNING_READER then
+      spinWasted()
+      if seg.cas(i, SPINNING_READER, null) then return updateCellReceive(seg, i, r, async)
+      state = seg.cell(i) // CAS unsuccessful: a value or the close came meanwhile
+    else if left < budget then spinPaidOff()
+    // A CAS, not a write: a listener read that read R before our FAA may be reserving the value
+    // (then it is theirs if they take it, and we retry); the general path handles that and CLOSED
     if isValue(state) && seg.cas(i, state, DONE) then state.nn
     else updateCellReceive(seg, i, r, async)
 
@@ -414,7 +452,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             expandBuffer()
             return Failed
           else if state eq CLOSED then return Closed
-          else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then
+          else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || (state eq SPINNING_READER) then
             illegal("receive", state, seg, i)
           else
             // a buffered value (elimination). A CAS, not a write: a listener read may be
@@ -508,7 +546,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             else if state eq INTERRUPTED_SEND then rCounter.compareAndSet(r, r + 1) // skip; not a window cell
             else if state eq TAKEN then { if rCounter.compareAndSet(r, r + 1) then expandBuffer() } // help commit
             else if state eq CLOSED then return k(Failure(ChannelClosedException()))
-            else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) then () // R moved on
+            else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || (state eq SPINNING_READER) then
+              () // R moved on
             else
               // a buffered value
               val took = offerValue(k, seg, i, r, state)
@@ -668,7 +707,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     var done = false
     while !done do
       val state = seg.cell(i)
-      if state == null || (state eq IN_BUFFER) then
+      if state == null || (state eq IN_BUFFER) || (state eq SPINNING_READER) then
+        // (a spinning reader finds CLOSED when it looks again)
         if seg.cas(i, state, CLOSED) then
           seg.cellInterruptedReceiver() // counted like an interrupted reader (jox does the same)
           done = true
@@ -752,7 +792,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         val code = cellCode(st)
         if (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED) then interrupted += 1
         if isBuffered && idx >= b && !(st eq INTERRUPTED_SEND) then processedMissing += 1
-        if st.isInstanceOf[Reserved] || (st eq RESUMING) then fail(s"cell $idx is $code in a quiescent channel")
+        if st.isInstanceOf[Reserved] || (st eq RESUMING) || (st eq SPINNING_READER) then
+          fail(s"cell $idx is $code in a quiescent channel")
         if idx < math.min(s, r) && !(idx >= last) then
           if !isTerminal(st) then fail(s"cell $idx below both counters is $code, not finished")
         if st != null && !isTerminal(st) && !(st eq IN_BUFFER) then
@@ -893,6 +934,8 @@ private[async] object SegmentChannel:
   //                                                        INTERRUPTED_SEND (trySend), CLOSED
   //   IN_BUFFER             expandBuffer: a buffer cell    value (sender), Waiter(reader), BROKEN, CLOSED
   //                         whose sender has not come
+  //   SPINNING_READER       rendezvous FAA reader that     value (a sender hands it over and goes),
+  //                         came first and spins           null (the reader stops spinning), CLOSED
   //   value (any object)    sender: buffered or            DONE (FAA reader), Reserved (listener read),
   //                         eliminated; expandBuffer:      Waiter (a rendezvous sender that stopped
   //                         a released sender's value;     spinning and parks)
@@ -920,6 +963,7 @@ private[async] object SegmentChannel:
 
   private val IN_BUFFER = Marker("IN_BUFFER")
   private val RESUMING = Marker("RESUMING")
+  private val SPINNING_READER = Marker("SPINNING_READER")
   private val TAKEN = Marker("TAKEN")
   private val DONE = Marker("DONE")
   private val BROKEN = Marker("BROKEN")
@@ -971,6 +1015,7 @@ private[async] object SegmentChannel:
       case _ =>
         if st eq IN_BUFFER then "b"
         else if st eq RESUMING then "~"
+        else if st eq SPINNING_READER then "w"
         else if st eq TAKEN then "T"
         else if st eq DONE then "D"
         else if st eq BROKEN then "X"
@@ -1125,6 +1170,8 @@ private[async] object SegmentChannel:
     inline def cell(i: Int): AnyRef | Null = cells.get(i)
     inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
     inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
+    /** CAS that returns what the cell held: `expected` (as the same reference) when it succeeded. */
+    inline def exchange(i: Int, expected: AnyRef | Null, v: AnyRef): AnyRef | Null = cells.compareAndExchange(i, expected, v)
 
     def cleanPrev(): Unit = if prev != null then prev = null // no write when already clean: every operation calls it
     def isRemoved: Boolean = get == 0

@@ -67,6 +67,15 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
     op
 
   /** Starts `body` in a future and waits until it is parked in the channel. */
+  /** Starts a `read()` of the empty rendezvous channel `ch` with a spin budget far above any
+    * test's length, and waits until it spins on its mark in its cell (it never parks).
+    */
+  private def spinningReader(ch: Channel[Int])(using Async, Location): Op[Try[Int]] =
+    seg(ch).setSpinBudget(Int.MaxValue >> 4) // about 3.5 s of Thread.onSpinWait here
+    val reader = start("the spinning reader")(ch.read())
+    eventually("the reader to spin on its cell")(cellCodes(ch).contains('w'))
+    reader
+
   private def blocked[T](what: String)(body: Async ?=> T)(using Async, Location): Op[T] =
     val op = start(what)(body)
     op.awaitParked()
@@ -348,6 +357,45 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
         assertEquals(ch.tryRead(), Some(Success(1)), dumpOf(ch))
         assertEquals(sender.result, Success(()), "the sender did not return after tryRead took its value")
         assertEquals(ch.tryRead(), None)
+      checked(ch)
+
+    // A reader that comes to its cell first spins on a mark there (SPINNING_READER, "w" in the
+    // dump) before it parks; each test holds it spinning long and meets it with one operation.
+    test(s"$kind: a send to a reader spinning in read() hands the value over"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        val reader = spinningReader(ch)
+        ch.send(1)
+        assertEquals(reader.result, Success(Success(1)), dumpOf(ch))
+        assertEmptyNow(ch)
+      checked(ch)
+
+    test(s"$kind: trySend to a reader spinning in read() hands the value over"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        val reader = spinningReader(ch)
+        assert(ch.trySend(1), s"trySend refused with a reader spinning: ${dumpOf(ch)}")
+        assertEquals(reader.result, Success(Success(1)), dumpOf(ch))
+        assert(!ch.trySend(2), "trySend succeeded after the only reader was served")
+      checked(ch)
+
+    test(s"$kind: close ends a reader spinning in read() with the closed failure"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        val reader = spinningReader(ch)
+        ch.close()
+        reader.result match
+          case Success(r) => assertClosedRead(r, "the spinning reader's read")
+          case Failure(e) => fail(s"the reader failed: $e")
+      checked(ch)
+
+    test(s"$kind: a tryRead that reads the head while a reader spins there takes nothing from it"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        val reader = spinningReader(ch)
+        assertEquals(ch.tryRead(), None, s"tryRead took something from a spinning reader's cell: ${dumpOf(ch)}")
+        ch.send(1)
+        assertEquals(reader.result, Success(Success(1)), dumpOf(ch))
       checked(ch)
 
   for kind <- kinds do
@@ -923,6 +971,9 @@ object ChannelBehaviour:
   val stress: Int = sys.env.get("ASYNCPIPE_STRESS").flatMap(_.toIntOption).filter(_ > 0).getOrElse(1)
 
   def seg(ch: Channel[?]): SegmentChannel[?] = ch.asInstanceOf[SegmentChannel[?]]
+
+  /** The cells of the channel's dump, one letter each (see `SegmentChannel.cellCode`). */
+  def cellCodes(ch: Channel[?]): String = seg(ch).dump.linesIterator.drop(1).map(_.trim.split("\\s+").last).mkString
 
   /** The channel's dump for a failure message; never throws. */
   def dumpOf(ch: Channel[?]): String =
