@@ -20,7 +20,12 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * Operations: `trySend`, `tryRead`, `close`, `isClosed`, `canRead.poll()`, a refusing
   * `canRead.poll(k)` and `canRead.filter(...).poll()` (the value must stay), `canRead.onComplete`
   * of an accepting listener (a reader waiting: the rendezvous channel's only way to pair on one
-  * thread) and its `dropListener`, and `send` / `read` where the model says they cannot block.
+  * thread) and its `dropListener`, `send` / `read` where the model says they cannot block, and
+  * `tap` / `untap` of a tap (doc/adr/0018) that takes every value, only even ones, or none: the
+  * tap takes the head whenever it would (so after every step the model's head is one it refuses),
+  * and a value sent into an empty channel if it would, ahead of any waiting listener; what it
+  * refuses stays first; it is offered only the head, the value being sent, or the closed failure
+  * (once closed and drained); an untapped tap is offered nothing more.
   * Without contention nothing may fail spuriously, so the model is exact, except for which of
   * several waiting listeners a value goes to (the facade does not promise reader order).
   * Kinds: rendezvous, buffered 1, 2, 3, 31, 32, 33, 64 (around the segment size of 32) and
@@ -133,6 +138,8 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   def run(length: Int): Unit =
     for _ <- 0 until length do
       step()
+      settleTap()
+      checkTaps()
       try segment(ch).checkInvariants()
       catch case e: AssertionError => fail(s"invariants broken: ${e.getMessage}")
       if calls.count != expectedCalls then // some listener was called unexpectedly, or not called
@@ -143,11 +150,21 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       check(ch.isClosed == closed, s"isClosed is ${ch.isClosed}, model says $closed")
     check(ch.capacity == cap, s"capacity ${ch.capacity}")
 
+  /** The channel's tap, if any; taps untapped before, which must be offered nothing more. */
+  private var tap: TapProbe | Null = null
+  private val untapped = mutable.ArrayBuffer.empty[(TapProbe, Int)]
+  /** Whether a send of `v` now goes straight to the tap (the channel is empty). */
+  private def tapTakes(v: Int): Boolean = tap != null && queue.isEmpty && !closed && tap.nn.takes(v)
+  /** What this step may offer a refusing tap: the head before and after, and a value it sends. */
+  private var offerable = Set.empty[Any]
+
   private def step(): Unit =
+    offerable = head.map(norm).toSet
     val r = rnd.nextDouble()
     if r < 0.006 then doClose()
+    else if r < 0.02 then doTapOrUntap()
     else if r < sendBias then
-      if rnd.nextInt(4) == 0 && (closed || waiting.nonEmpty || room) then doSend() else doTrySend()
+      if rnd.nextInt(4) == 0 && (closed || waiting.nonEmpty || room || tapTakes(nextValue)) then doSend() else doTrySend()
     else
       rnd.nextInt(10) match
         case 0 | 1 | 2 => doTryRead()
@@ -162,7 +179,10 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     * channel's choice), buffers it, or reports no room. Returns whether it was sent.
     */
   private def expectSend(v: Int, sent: Boolean, op: String): Unit =
-    if waiting.nonEmpty then
+    if tapTakes(v) then
+      check(sent, s"$op was refused, though the tap takes it")
+      tap.nn.expected += v
+    else if waiting.nonEmpty then
       check(sent, s"$op was refused while ${waiting.size} listeners waited")
       val served = waiting.filter(p => p.calls.size > p.expected.size)
       check(served.size == 1, s"$op: ${served.size} waiting listeners were called, expected exactly one")
@@ -177,6 +197,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   private def doTrySend(): Unit =
     val v = nextValue
     nextValue += 1
+    offerable += v
     history += s"trySend($v)"
     val result = Try(ch.trySend(v))
     if closed then check(isClosedFailure(result), s"trySend($v) on a closed channel gave $result")
@@ -187,6 +208,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   private def doSend(): Unit =
     val v = nextValue
     nextValue += 1
+    offerable += v
     history += s"send($v)"
     val result = Try(Async.blocking(ch.send(v)))
     if closed then check(isClosedFailure(result), s"send($v) on a closed channel gave $result")
@@ -265,6 +287,42 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       ch.canRead.dropListener(p)
       waiting -= p
 
+  private def doTapOrUntap(): Unit =
+    tap match
+      case t: TapProbe =>
+        history += s"untap(${t.name})"
+        segment(ch).asInstanceOf[SegmentChannel[Int]].untap(t)
+        untapped += ((t, t.calls.size))
+        tap = null
+      case null =>
+        val t = TapProbe(rnd.nextInt(3))
+        history += s"tap(${t.name})"
+        check(segment(ch).asInstanceOf[SegmentChannel[Int]].tap(t), "tap() refused with no tap registered")
+        tap = t
+
+  /** The tap takes the head while it would: every step that changes the head offers it the head. */
+  private def settleTap(): Unit = tap match
+    case t: TapProbe => while queue.nonEmpty && t.takes(queue.head) do t.expected += queue.dequeue()
+    case null        => ()
+
+  /** After each step: the tap took what the model says, and was offered nothing but what this
+    * step may offer (the head before or after it, a value it sent, a value the tap took), and the
+    * closed failure only with the model closed and drained; an untapped tap was offered nothing.
+    */
+  private def checkTaps(): Unit =
+    val ready = head.map(norm).toSet
+    tap match
+      case t: TapProbe =>
+        check(t.took == t.expected, s"tap ${t.name} took ${t.took.takeRight(10)}, expected ${t.expected.takeRight(10)}")
+        val odd = t.calls.drop(t.checked).map(norm).filterNot {
+          case "closed" => closed && queue.isEmpty
+          case x        => offerable(x) || ready(x) || t.took.contains(x)
+        }
+        check(odd.isEmpty, s"tap ${t.name} was offered ${odd.take(5)}; this step may offer ${offerable ++ ready}")
+        t.checked = t.calls.size
+      case null => ()
+    untapped.foreach((t, n) => check(t.calls.size == n, s"untapped tap ${t.name} was offered ${t.calls.drop(n).take(5)}"))
+
   private def doClose(): Unit =
     history += "close"
     ch.close()
@@ -287,6 +345,24 @@ private object ChannelModelCheck:
   /** A listener that records its calls; `expected` is what the model says it should have got. */
   final class Counter:
     var count = 0
+
+  /** A tap that takes every value (mode 0), only even ones (1), or none (2), and the closed
+    * failure unless it takes none; it records every offer.
+    */
+  final class TapProbe(mode: Int) extends SegmentChannel.Tap[Int]:
+    val name: String = Seq("taking all", "taking even", "refusing")(mode)
+    def takes(v: Int): Boolean = mode == 0 || (mode == 1 && v % 2 == 0)
+    val calls = mutable.ArrayBuffer.empty[Try[Int]]
+    /** The values it took (not the closed failure), and the values the model says it takes. */
+    val took = mutable.ArrayBuffer.empty[Int]
+    val expected = mutable.ArrayBuffer.empty[Int]
+    /** How many of `calls` the model has checked. */
+    var checked = 0
+    def apply(v: Try[Int]): Boolean =
+      calls += v
+      val yes = v.fold(_ => mode != 2, takes)
+      if yes then v.foreach(took += _)
+      yes
 
   final class Probe(val id: Int, accept: Boolean, counter: Counter) extends Listener[Try[Int]]:
     val calls = mutable.ArrayBuffer.empty[Try[Int]]
