@@ -151,11 +151,12 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     check(ch.capacity == cap, s"capacity ${ch.capacity}")
 
   /** The channel's tap, if any; taps untapped before, which must be offered nothing more. */
+  private val tapped = segment(ch).asInstanceOf[SegmentChannel[Int]]
   private var tap: TapProbe | Null = null
   private val untapped = mutable.ArrayBuffer.empty[(TapProbe, Int)]
   /** Whether a send of `v` now goes straight to the tap (the channel is empty). */
   private def tapTakes(v: Int): Boolean = tap != null && queue.isEmpty && !closed && tap.nn.takes(v)
-  /** What this step may offer a refusing tap: the head before and after, and a value it sends. */
+  /** What this step may offer the tap besides the head after it: the head before it, a value it sends. */
   private var offerable = Set.empty[Any]
 
   private def step(): Unit =
@@ -291,13 +292,13 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     tap match
       case t: TapProbe =>
         history += s"untap(${t.name})"
-        segment(ch).asInstanceOf[SegmentChannel[Int]].untap(t)
+        tapped.untap(t)
         untapped += ((t, t.calls.size))
         tap = null
       case null =>
         val t = TapProbe(rnd.nextInt(3))
         history += s"tap(${t.name})"
-        check(segment(ch).asInstanceOf[SegmentChannel[Int]].tap(t), "tap() refused with no tap registered")
+        check(tapped.tap(t), "tap() refused with no tap registered")
         tap = t
 
   /** The tap takes the head while it would: every step that changes the head offers it the head. */
