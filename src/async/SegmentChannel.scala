@@ -287,15 +287,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       // the reader of this index came first and spins on its mark: hand the value over and go
       return if (found eq SPINNING_READER) && seg.cas(i, SPINNING_READER, v) then Buffered else null
     notifyListeners() // a listener read may take the value from the cell
-    val budget = spinBudget()
-    var left = budget
-    var state = seg.cell(i)
-    while left > 0 && (state eq v) do
-      left -= 1
-      Thread.onSpinWait()
-      state = seg.cell(i)
-    if left == 0 then { if budget > 0 then spinWasted() }
-    else if left < budget then spinPaidOff()
+    var state = spinWhileHeld(seg, i, v, spinBudget())
     while true do
       if (state eq DONE) || (state eq TAKEN) then return Buffered // a reader has the value
       else if state eq v then
@@ -305,6 +297,21 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       else spinWait() // Reserved: a listener read is deciding on the value
       state = seg.cell(i)
     throw IllegalStateException("unreachable")
+
+  /** A rendezvous party's wait for the other: spins up to `budget` times while cell `i` still
+    * holds `held` (the sender's value, the reader's mark), tells the spin budget whether the wait
+    * paid off, and returns what the cell holds then. Inline: it is on every hand-off's path.
+    */
+  private inline def spinWhileHeld(seg: Segment, i: Int, held: AnyRef, budget: Int): AnyRef | Null =
+    var left = budget
+    var state = seg.cell(i)
+    while left > 0 && (state eq held) do
+      left -= 1
+      Thread.onSpinWait()
+      state = seg.cell(i)
+    if state eq held then { if budget > 0 then spinWasted() }
+    else if left < budget then spinPaidOff()
+    state
 
   /** Spins at most `spins` times (at least once) until cell `i`, empty when last read, holds
     * something other than null or IN_BUFFER; whether it came to. */
@@ -394,17 +401,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * takes the mark back and parks the usual way, unless a value (or the close) came first.
     */
   private def spinForSender(seg: Segment, i: Int, r: Long, async: Async, budget: Int): AnyRef =
-    var left = budget
-    var state = seg.cell(i)
-    while left > 0 && (state eq SPINNING_READER) do
-      left -= 1
-      Thread.onSpinWait()
-      state = seg.cell(i)
+    var state = spinWhileHeld(seg, i, SPINNING_READER, budget)
     if state eq SPINNING_READER then
-      spinWasted()
       if seg.cas(i, SPINNING_READER, null) then return updateCellReceive(seg, i, r, async)
       state = seg.cell(i) // CAS unsuccessful: a value or the close came meanwhile
-    else if left < budget then spinPaidOff()
     // A CAS, not a write: a listener read that read R before our FAA may be reserving the value
     // (then it is theirs if they take it, and we retry); the general path handles that and CLOSED
     if isValue(state) && seg.cas(i, state, DONE) then state.nn
