@@ -76,15 +76,22 @@ class ChannelQuickCheck extends munit.FunSuite:
       val sum = AtomicLong()
       val count = AtomicLong()
       val sendersDone = java.util.concurrent.atomic.AtomicBoolean(false)
+      val readerThread = java.util.concurrent.atomic.AtomicReference[Thread]()
       Async.blocking:
         assert(impl.tap(tap), "the only tap was refused") // before any send: unbounded senders are quick
-        val senders = (0 until 2).map(k => Future { var i = 0L; while i < n do { ch.send(i * 2 + k); i += 1 } })
         val reader = Future:
+          readerThread.set(Thread.currentThread)
           var go = true
           while go do
             ch.read() match
               case Success(x) => { sum.addAndGet(x); count.incrementAndGet() }
               case Failure(_) => go = false
+        // the reader waits in the channel before the first send, which then goes to it (a send
+        // forwards to the tap only while no reader waits): so the reader takes a share however
+        // the threads are scheduled (it once took none, the senders of 40,000 values outrunning it)
+        Support.eventually("the reader to start")(readerThread.get != null)
+        ChannelBehaviour.awaitParkedIn(readerThread.get, "the reader")
+        val senders = (0 until 2).map(k => Future { var i = 0L; while i < n do { ch.send(i * 2 + k); i += 1 } })
         val toggler = Future:
           while !sendersDone.get do
             val until = taken.size + 500
