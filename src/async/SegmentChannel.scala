@@ -389,8 +389,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val budget = spinBudget()
       if budget > 0 && seg.cas(i, null, SPINNING_READER) then return spinForSender(seg, i, r, async, budget)
       state = seg.cell(i)
-    if isValue(state) && seg.cas(i, state, DONE) then state.nn
-    else updateCellReceive(seg, i, r, async)
+    takeOrGeneral(seg, i, r, async, state)
 
   /** An FAA reader that came to its rendezvous cell first has marked it SPINNING_READER: a sender
     * that finds the mark swaps its value in and returns at once, for the value is as good as
@@ -405,8 +404,15 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     if state eq SPINNING_READER then
       if seg.cas(i, SPINNING_READER, null) then return updateCellReceive(seg, i, r, async)
       state = seg.cell(i) // CAS unsuccessful: a value or the close came meanwhile
-    // A CAS, not a write: a listener read that read R before our FAA may be reserving the value
-    // (then it is theirs if they take it, and we retry); the general path handles that and CLOSED
+    takeOrGeneral(seg, i, r, async, state)
+
+  /** A rendezvous FAA reader's last step: takes the value `state` it saw in its cell with one CAS
+    * to DONE, or leaves anything else to the general path. A CAS, not a write: a listener read
+    * that read R before our FAA may be reserving the value (then it is theirs if they take it,
+    * and we retry), and a sender whose spin ran out may be trading it for its Waiter; the general
+    * path handles those, a parked party and CLOSED. Inline: both callers are on every hand-off.
+    */
+  private inline def takeOrGeneral(seg: Segment, i: Int, r: Long, async: Async, state: AnyRef | Null): AnyRef =
     if isValue(state) && seg.cas(i, state, DONE) then state.nn
     else updateCellReceive(seg, i, r, async)
 
