@@ -29,7 +29,9 @@ import scala.util.{Failure, Success, Try}
  *     Unlike the paper, an FAA reader that finds its sender in flight (S > r, cell empty) waits
  *     for it a little before poisoning the cell. Rendezvous: a blocking sender deposits its value
  *     first and then waits for a reader to take it; a reader that comes first spins on a mark
- *     (SPINNING_READER) that a sender swaps for its value before it returns (doc/adr/0019).
+ *     (SPINNING_READER) that a sender swaps for its value before it returns (doc/adr/0019). The
+ *     rendezvous sender deposits with an unconditional swap, and puts back a reader's state it
+ *     displaced (a parked, cancelled or poisoning reader; `displaced`).
  *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
  *     rides in its Waiter), as jox does, rather than in a parallel array.
  *  3. Cancellation is a future's cancel or a thread interrupt (also inside `read`/`send` of a
@@ -182,10 +184,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         // A blocking rendezvous send's common case, checked here rather than in updateCellSend:
         // that large method is a call the JIT does not inline, and this path then skips it
         // (paired runs: 0.91-1.06x SynchronousQueue, median 0.99, against 0.81-0.92x, median 0.88)
-        if async != null && isRendezvous then
-          val deposited = rendezvousDeposit(seg, i, v, async)
-          if deposited != null then return deposited
-        updateCellSend(seg, i, s, v, async) match
+        val outcome = if async != null && isRendezvous then rendezvousDeposit(seg, i, v, async) else updateCellSend(seg, i, s, v, async)
+        outcome match
           case Failed => seg.cleanPrev() // poisoned or abandoned cell: retry with a new index
           case Closed => return Closed
           case NotSent => return NotSent
@@ -275,17 +275,17 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * listener read): spin on the cell, then trade the value for a parked [[Waiter]] with one CAS.
     * The sender never reads R; each hand-off moves only the cell's line between the two parties
     * (value in, DONE back), which measured faster than watching R first (ADR 0011, stop 28:
-    * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x). If the reader came
-    * first and spins on its mark, the same CAS finds the mark: swap the value in and go (0019).
-    * A value in a rendezvous cell is thus a sender still waiting for its reader, or a value its
-    * spinning reader has yet to take. Null if the cell held anything else (a reader parked
-    * there, or poisoned it, or took its mark back meanwhile): the general path decides.
+    * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x). The deposit is an
+    * unconditional swap (getAndSet), not a CAS from empty: if the reader came first and spins
+    * on its mark, the swap has already handed it the value, and the sender goes; one atomic
+    * instruction where a failed CAS and a second one cost two (stop 32: 1.20-1.45x
+    * SynchronousQueue against 0.94-1.25x in paired probe runs; see doc/adr/0019). Whatever
+    * else the swap displaced is dealt with by [[displaced]]. A value in a rendezvous cell is
+    * thus a sender still waiting for its reader, or a value its spinning reader has yet to take.
     */
-  private def rendezvousDeposit(seg: Segment, i: Int, v: AnyRef, async: Async): Marker | Null =
-    val found = seg.exchange(i, null, v)
-    if found != null then
-      // the reader of this index came first and spins on its mark: hand the value over and go
-      return if (found eq SPINNING_READER) && seg.cas(i, SPINNING_READER, v) then Buffered else null
+  private def rendezvousDeposit(seg: Segment, i: Int, v: AnyRef, async: Async): Marker =
+    val found = seg.swap(i, v)
+    if found != null then return displaced(seg, i, v, found)
     notifyListeners() // a listener read may take the value from the cell
     var state = spinWhileHeld(seg, i, v, spinBudget())
     while true do
@@ -297,6 +297,29 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       else spinWait() // Reserved: a listener read is deciding on the value
       state = seg.cell(i)
     throw IllegalStateException("unreachable")
+
+  /** What a rendezvous sender's swap found in its cell instead of an empty one, when the reader
+    * of this index came first. Only a reader's states can be there: no one but this sender puts
+    * a value or a sender's state in the cell, and close closes only cells at or above S. The
+    * reader spins on its mark: the swap handed it the value, done. It parked: resume it; if its
+    * cancel won, it writes INTERRUPTED_RECEIVE over our value itself, and we retry. It poisoned
+    * the cell (BROKEN) or was cancelled (INTERRUPTED_RECEIVE): write that back and retry. Our
+    * value stands in such a cell only meanwhile, and no one else looks at it: the cell is below
+    * R (its reader took the index), where listener reads do not look, and below S.
+    */
+  private def displaced(seg: Segment, i: Int, v: AnyRef, found: AnyRef): Marker =
+    if found eq SPINNING_READER then Buffered
+    else found match
+      case w: Waiter =>
+        if w.tryResume(v) then
+          seg.setCell(i, DONE)
+          Resumed
+        else Failed
+      case _ =>
+        if (found eq BROKEN) || (found eq INTERRUPTED_RECEIVE) then
+          seg.setCell(i, found)
+          Failed
+        else illegal("rendezvous send", found, seg, i)
 
   /** A rendezvous party's wait for the other: spins up to `budget` times while cell `i` still
     * holds `held` (the sender's value, the reader's mark), tells the spin budget whether the wait
@@ -948,7 +971,10 @@ private[async] object SegmentChannel:
   //                         rendezvous: a sender waiting
   //                         for its reader (spinning)
   //   Waiter (reader)       FAA reader with no sender      DONE (sender resumed it), CLOSED (close),
-  //                                                        INTERRUPTED_RECEIVE (its cancel)
+  //                                                        INTERRUPTED_RECEIVE (its cancel);
+  //                                                        rendezvous: the sender's swap puts its
+  //                                                        value in first (then DONE, or the
+  //                                                        reader's INTERRUPTED_RECEIVE)
   //   Waiter (sender)       sender that must wait          RESUMING, Reserved, INTERRUPTED_SEND
   //                         (also trySend's trial)         (its cancel or trial withdrawal)
   //   RESUMING              FAA reader / expandBuffer      DONE, value (expandBuffer released it),
@@ -957,11 +983,12 @@ private[async] object SegmentChannel:
   //                                                        INTERRUPTED_SEND (a sender's cancel won)
   //   TAKEN                 listener read: took the head   final (R moved past by the taker or a helper)
   //   DONE                  sender and reader met          final
-  //   BROKEN                reader that overtook its       final (both retry with new indices)
-  //                         sender
+  //   BROKEN                reader that overtook its       final (both retry with new indices);
+  //                         sender                         rendezvous: the sender's swap puts its
+  //                                                        value in and BROKEN back at once
   //   INTERRUPTED_SEND      cancelled or trial sender;     final; not a buffer-window cell
   //                         trySend that would wait
-  //   INTERRUPTED_RECEIVE   cancelled reader               final
+  //   INTERRUPTED_RECEIVE   cancelled reader               final; as BROKEN for a rendezvous swap
   //   CLOSED                close(), index >= closedAt     final
 
   private[async] final class Marker(name: String):
@@ -1176,8 +1203,8 @@ private[async] object SegmentChannel:
     inline def cell(i: Int): AnyRef | Null = cells.get(i)
     inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
     inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
-    /** CAS that returns what the cell held: `expected` (as the same reference) when it succeeded. */
-    inline def exchange(i: Int, expected: AnyRef | Null, v: AnyRef): AnyRef | Null = cells.compareAndExchange(i, expected, v)
+    /** Writes `v` whatever the cell held, and returns what it held. */
+    inline def swap(i: Int, v: AnyRef): AnyRef | Null = cells.getAndSet(i, v)
 
     def cleanPrev(): Unit = if prev != null then prev = null // no write when already clean: every operation calls it
     def isRemoved: Boolean = get == 0
