@@ -398,6 +398,25 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
         assertEquals(reader.result, Success(Success(1)), dumpOf(ch))
       checked(ch)
 
+    // A sender slow between taking its index and writing its cell: its reader stops waiting and
+    // poisons the cell (BROKEN, "X"). The send deposits with a swap, which then finds BROKEN: it
+    // must write that back and retry with a new index. No test thread can stop a real sender
+    // there, so the test takes index 0 for it (S to 1), lets the reader poison cell 0 and park in
+    // cell 1, and gives index 0 back (S to 0) for the real send to take, as the slow sender would.
+    test(s"$kind: a send whose cell its reader poisoned meanwhile retries: the value reaches that reader"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        seg(ch).setSpinBudget(0) // the reader goes straight to the general path: patience, poison, park
+        val senders = sendCounter(ch)
+        senders.getAndAdd(1L) // a sender has taken index 0 and not yet written
+        val reader = start("the reader")(ch.read())
+        eventually("the reader to poison cell 0 and park in cell 1")(cellCodes(ch).startsWith("Xr"))
+        assert(senders.compareAndSet(1L, 0L), dumpOf(ch))
+        ch.send(1)
+        assertEquals(reader.result, Success(Success(1)), dumpOf(ch))
+        assert(cellCodes(ch).startsWith("XD"), s"cell 0 should stay poisoned and cell 1 be done: ${dumpOf(ch)}")
+      checked(ch)
+
   for kind <- kinds do
     kind match
       case Buffered(n) =>
@@ -971,6 +990,15 @@ object ChannelBehaviour:
   val stress: Int = sys.env.get("ASYNCPIPE_STRESS").flatMap(_.toIntOption).filter(_ > 0).getOrElse(1)
 
   def seg(ch: Channel[?]): SegmentChannel[?] = ch.asInstanceOf[SegmentChannel[?]]
+
+  /** The channel's S counter, read through reflection: for a test that stands in for a sender
+    * between its FAA and its write.
+    */
+  def sendCounter(ch: Channel[?]): PaddedCounter =
+    val field = classOf[SegmentChannel[?]].getDeclaredFields.find(_.getName.endsWith("sCounter"))
+      .getOrElse(throw AssertionError("SegmentChannel has no sCounter field"))
+    field.setAccessible(true)
+    field.get(seg(ch)).asInstanceOf[PaddedCounter]
 
   /** The cells of the channel's dump, one letter each (see `SegmentChannel.cellCode`). */
   def cellCodes(ch: Channel[?]): String = seg(ch).dump.linesIterator.drop(1).map(_.trim.split("\\s+").last).mkString
