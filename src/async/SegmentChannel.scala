@@ -278,7 +278,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x). The deposit is an
     * unconditional swap (getAndSet), not a CAS from empty: if the reader came first and spins
     * on its mark, the swap has already handed it the value, and the sender goes; one atomic
-    * instruction where a failed CAS and a second one cost two (stop 32: 1.20-1.45x
+    * instruction where a failed CAS and a second one cost two (stop 32: 1.14-1.45x
     * SynchronousQueue against 0.94-1.25x in paired probe runs; see doc/adr/0019). Whatever
     * else the swap displaced is dealt with by [[displaced]]. A value in a rendezvous cell is
     * thus a sender still waiting for its reader, or a value its spinning reader has yet to take.
