@@ -1083,11 +1083,13 @@ private[async] object SegmentChannel:
   private val SenderPatience: Int = 64
   /** The most a rendezvous party spins at each of its waits (a reader for the value, a sender for
     * its value to be taken, then on its waiter's word before parking); the channel's
-    * [[spinBudget]] adapts below it. 1,024 spins are about 27 µs here: a partner whose carrier the
+    * [[spinBudget]] adapts below it. 2,048 spins are about 55 µs here: a partner whose carrier the
     * OS took away for a moment comes back within that more often than not, and each park it saves
     * costs both parties microseconds (ADR 0011, stop 28: with the deposit-first send, 128 measured
-    * 0.6-0.8x SynchronousQueue and 1,024 about 1.0x, in paired runs of the bench's shape). */
-  private val SpinMax: Int = 1024
+    * 0.6-0.8x SynchronousQueue and 1,024 about 1.0x, in paired runs of the bench's shape; stop 32,
+    * with the swap: the time-weighted ratio of 125,000-value rounds read 1.20-1.54x with 2,048,
+    * 1.16-1.67x with 4,096 and 0.86-1.23x with 1,024; see doc/adr/0019). */
+  private val SpinMax: Int = 2048
   /** A budget that reached 0 is tried again at this size once per `ProbeEvery` waits, so that a
     * channel whose parties got carriers of their own again finds out. */
   private val SpinProbe: Int = 16
