@@ -130,7 +130,13 @@ object ChannelMultiplexer:
   private inline val PublisherEnded = 2
   private inline val SubscriberClosed = 3
 
-  private val RetryMax = 64
+  /** The most `trySend` retries a relay tap makes, 16 spins apart, before it stops (about 430 µs
+    * here); the multiplexer's budget adapts below it (`Impl.retryAllowance`). 1,024 rather than 64
+    * since stop 32: a subscriber whose reader's vCPU the host took away for a while makes room
+    * again within the longer wait more often, and each stop saved saves the loop's wake-up and
+    * relay (doc/adr/0018).
+    */
+  private val RetryMax = 1024
 
   /** How many ready values the loop takes from one publisher before it races them all again. */
   private val DrainLimit = 64
