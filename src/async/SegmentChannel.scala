@@ -259,11 +259,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           return Buffered
         // else: CAS unsuccessful, repeat
       else state match
-        case w: Waiter => // a reader is parked here
-          if w.tryResume(v) then
-            seg.setCell(i, DONE)
-            return Resumed
-          else return Failed // it was interrupted (it writes INTERRUPTED_RECEIVE) or closed
+        case w: Waiter => return handToParkedReader(w, seg, i, v) // a reader is parked here
         case _ =>
           if (state eq INTERRUPTED_RECEIVE) || (state eq BROKEN) then return Failed
           else if state eq CLOSED then return Closed
@@ -310,16 +306,21 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private def displaced(seg: Segment, i: Int, v: AnyRef, found: AnyRef): Marker =
     if found eq SPINNING_READER then Buffered
     else found match
-      case w: Waiter =>
-        if w.tryResume(v) then
-          seg.setCell(i, DONE)
-          Resumed
-        else Failed
+      case w: Waiter => handToParkedReader(w, seg, i, v)
       case _ =>
         if (found eq BROKEN) || (found eq INTERRUPTED_RECEIVE) then
           seg.setCell(i, found)
           Failed
         else illegal("rendezvous send", found, seg, i)
+
+  /** A sender's value for the reader `w` parked in cell `i`: Resumed, or Failed if the reader's
+    * cancel (or the close) won; it then writes its own state over the cell, and the send retries.
+    */
+  private inline def handToParkedReader(w: Waiter, seg: Segment, i: Int, v: AnyRef): Marker =
+    if w.tryResume(v) then
+      seg.setCell(i, DONE)
+      Resumed
+    else Failed
 
   /** A rendezvous party's wait for the other: spins up to `budget` times while cell `i` still
     * holds `held` (the sender's value, the reader's mark), tells the spin budget whether the wait
