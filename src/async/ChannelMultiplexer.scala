@@ -130,8 +130,9 @@ object ChannelMultiplexer:
   private inline val PublisherEnded = 2
   private inline val SubscriberClosed = 3
 
-  /** The most `trySend` retries a relay tap makes, 16 spins apart, before it stops (about 430 µs
-    * here); the multiplexer's budget adapts below it (`Impl.retryAllowance`). 1,024 rather than 64
+  /** The most `trySend` retries a relay tap makes, 16 spins apart and giving up the carrier at
+    * every second one, before it stops (at least 430 µs here); the multiplexer's budget adapts
+    * below it (`Impl.retryAllowance`). 1,024 rather than 64
     * since stop 32: a subscriber whose reader's vCPU the host took away for a while makes room
     * again within the longer wait more often, and each stop saved saves the loop's wake-up and
     * relay (doc/adr/0018).
@@ -287,16 +288,23 @@ object ChannelMultiplexer:
       /** The subscriber had no room: retries `trySend` for a little while before the tap stops
         * (a stop wakes the loop, which then relays until the publisher is empty: tens of
         * microseconds). The reader of a full subscriber on another core makes room within a
-        * fraction of a microsecond; on one core it cannot run meanwhile, so the budget
+        * fraction of a microsecond. But it may be queued behind this very thread: a virtual
+        * thread unparked by another (here, the reader, by the `trySend` that found it parked on
+        * an empty subscriber) goes to the waker's carrier's own queue, and runs there only when
+        * that carrier is free, unless the other carrier steals it first. So a virtual sender
+        * gives up its carrier every second retry (about 1 µs of spinning apart). Where the
+        * reader cannot run at all meanwhile (a carrier whose other work runs long), the budget
         * (`retryBudget`) halves whenever the retries ran out, and grows back when they paid off.
         */
       private def retried(v: Try[T]): Boolean =
         val budget = retryAllowance()
-        var left = budget
-        while left > 0 do
-          left -= 1
+        val virtual = Thread.currentThread.isVirtual
+        var tries = 0
+        while tries < budget do
+          tries += 1
           var i = 0
           while i < 16 do { Thread.onSpinWait(); i += 1 }
+          if virtual && (tries & 1) == 0 then Thread.`yield`() // let a reader queued behind us run
           if s.out.trySend(v) then
             if budget < RetryMax then retryBudget = math.min(RetryMax, budget * 2 + 1)
             return true
