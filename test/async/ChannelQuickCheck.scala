@@ -1,5 +1,6 @@
 package asyncpipe.async
 
+import java.util.concurrent.locks.LockSupport
 import java.util.concurrent.atomic.AtomicLong
 import scala.util.{Failure, Success}
 
@@ -95,9 +96,10 @@ class ChannelQuickCheck extends munit.FunSuite:
         val toggler = Future:
           while !sendersDone.get do
             val until = taken.size + 500
-            while taken.size < until && !sendersDone.get do Thread.`yield`()
+            // parks rather than yields: see ChannelTapBehaviour's reader (one carrier)
+            while taken.size < until && !sendersDone.get do LockSupport.parkNanos(20_000)
             impl.untap(tap)
-            Thread.`yield`()
+            LockSupport.parkNanos(20_000)
             assert(impl.tap(tap), "the only tap was refused")
           impl.untap(tap)
         senders.foreach(_.await)
