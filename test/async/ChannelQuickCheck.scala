@@ -1,6 +1,5 @@
 package asyncpipe.async
 
-import java.util.concurrent.locks.LockSupport
 import java.util.concurrent.atomic.AtomicLong
 import scala.util.{Failure, Success}
 
@@ -96,10 +95,9 @@ class ChannelQuickCheck extends munit.FunSuite:
         val toggler = Future:
           while !sendersDone.get do
             val until = taken.size + 500
-            // parks rather than yields: see ChannelTapBehaviour's reader (one carrier)
-            while taken.size < until && !sendersDone.get do LockSupport.parkNanos(20_000)
+            while taken.size < until && !sendersDone.get do Support.pause()
             impl.untap(tap)
-            LockSupport.parkNanos(20_000)
+            Support.pause()
             assert(impl.tap(tap), "the only tap was refused")
           impl.untap(tap)
         senders.foreach(_.await)

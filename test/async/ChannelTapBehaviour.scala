@@ -63,9 +63,7 @@ abstract class ChannelTapBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
           while !stop.get do
             c.tryRead() match
               case Some(Success(v)) => read.add(v)
-              // a short park, not Thread.yield: on one carrier, a virtual thread that keeps
-              // yielding keeps threads started from a platform thread (the senders below) off it
-              case _ => java.util.concurrent.locks.LockSupport.parkNanos(20_000)
+              case _                => pause()
         }
         val sending = (0 until senders).map(id => Future((0 until each).foreach(i => c.send((id, i)))))
         sending.foreach(f => assert(resultWithin(f, "a sender").isSuccess))

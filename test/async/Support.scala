@@ -41,6 +41,13 @@ object Support:
   def join(t: Thread, what: String)(using Location): Unit =
     Assertions.assert(t.join(java.time.Duration.ofMillis(Patience)), s"$what: thread $t still alive after $Patience ms")
 
+  /** A test thread's pause while it polls for something another thread does: a 20 µs park, not
+    * Thread.yield. On JDK 25 with one carrier, a virtual thread that yields in a loop keeps a
+    * virtual thread started from a platform thread (a test's `Future`s) off the carrier for good:
+    * such a loop hung the tests that had one (-Djdk.virtualThreadScheduler.parallelism=1).
+    */
+  def pause(): Unit = java.util.concurrent.locks.LockSupport.parkNanos(20_000)
+
   def millisSince(startNanos: Long): Long = (System.nanoTime() - startNanos) / 1_000_000
 
   /** The failure inside `t`, which must be a failure with an exception of type E. */
