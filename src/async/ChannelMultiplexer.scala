@@ -132,10 +132,9 @@ object ChannelMultiplexer:
 
   /** The most `trySend` retries a relay tap makes, 16 spins apart and giving up the carrier at
     * every second one, before it stops (at least 430 µs here); the multiplexer's budget adapts
-    * below it (`Impl.retryAllowance`). 1,024 rather than 64
-    * since stop 32: a subscriber whose reader's vCPU the host took away for a while makes room
-    * again within the longer wait more often, and each stop saved saves the loop's wake-up and
-    * relay (doc/adr/0018).
+    * below it (`Impl.retryAllowance`). 1,024 rather than 64 since stop 32: a subscriber whose
+    * reader's vCPU the host took away for a while makes room again within the longer wait more
+    * often, and each stop saved saves the loop's wake-up and relay (doc/adr/0018).
     */
   private val RetryMax = 1024
 
