@@ -17,6 +17,9 @@
 //> using javaOpt --add-opens=java.base/java.lang=ALL-UNNAMED
 // Kernel copies (Splice.scala) need the descriptor of a FileChannel, which is private to sun.nio.ch.
 //> using javaOpt --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+// Nothing but data reaches stdout: the JVM's own output (the thread dump SIGQUIT asks for, among
+// others) goes to stderr.
+//> using javaOpt -XX:+DisplayVMOutputToStderr
 // JVM flags the launcher adds for every verb but `bench` (install.sh and BuildInfo read this line):
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.

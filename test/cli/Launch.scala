@@ -15,13 +15,12 @@ object Launch:
     Seq(java) ++ runtimeFlags ++ Seq("-cp", jar, "asyncpipe.cli.Main") ++ args
 
   /** The flags of project.scala's `//> using javaOpt` lines, which the launcher gives every run
-    * and the build gives this test JVM: taken from this JVM's own arguments.
+    * and the build gives this test JVM (read from project.scala, the one place they are written).
     */
   lazy val runtimeFlags: Seq[String] =
-    import scala.jdk.CollectionConverters.*
-    _root_.java.lang.management.ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq.filter { a =>
-      a.startsWith("--enable-native-access") || a.startsWith("--add-opens") || a == "-XX:+UseCompactObjectHeaders"
-    }
+    val root = os.Path(sys.env.getOrElse("ASYNCPIPE_ROOT", sys.error("ASYNCPIPE_ROOT is not set: run the tests through ./mill")))
+    val directive = """^//> using javaOpt (.+)$""".r
+    os.read.lines(root / "project.scala").collect { case directive(flag) => flag.trim }
 
   def apply(args: String*): Outcome =
     val r = os.proc(command(args*)).call(check = false, stdin = os.Pipe, stderr = os.Pipe)
