@@ -34,10 +34,17 @@ import scala.util.Try
   *
   * ==The role of a single address== (`asyncpipe ADDRESS`; see [[inferRole]])
   * Source = copy from ADDRESS to stdout; Sink = copy from stdin to ADDRESS. The rule never turns
-  * a probable read into a write: a sink is inferred only where stdout is a terminal.
+  * a probable read into a write, and never truncates or overwrites a file that holds data: only
+  * `asyncpipe - file:PATH` names one as an output.
   *  1. `-` is a Source (stdin to stdout). An address that can only be a source (`tick:`,
   *     `udp:PORT`, `udp:HOST:0`, `udp:...,rcvbuf=`, `file:...,follow`) is a Source whatever the
   *     streams are (reading destroys nothing).
+  *  1. A file, when stdin carries data (a pipe, a file, a socket), by what its path names
+  *     ([[Present]]): no file yet, or an empty one, is a Sink (the new file is written), whatever
+  *     stdout is, so `producer | asyncpipe file:new` works in a script; with `append`, a Sink too
+  *     (appending destroys nothing); a regular file that holds data is refused (it would be
+  *     overwritten; and `while read f; do asyncpipe file:$f; done` means to read it), naming the
+  *     explicit forms. A FIFO or a device follows the table below.
   *  1. Otherwise the streams decide; "data" means Pipe, RegularFile or Socket:
   *     {{{
   *     stdin \ stdout   Terminal  Pipe    RegularFile  NullDevice  Socket  Unknown
@@ -50,8 +57,8 @@ import scala.util.Try
   *     }}}
   *     Both terminals: Source (reading never destroys anything). Data in and data out (or
   *     /dev/null out): nobody can tell which end is meant, so refuse.
-  *  1. An address that can only be a sink (`file:...,append`, `file:...,fsync`) is a Sink where
-  *     the table says Sink, and refused everywhere else.
+  *  1. An address that can only be a sink (`file:...,fsync` without `append`, on a FIFO or a
+  *     device) is a Sink where the table says Sink, and refused everywhere else.
   * A refusal is a usage error naming what stdin and stdout are and the explicit form
   * `asyncpipe FROM TO`.
   */
@@ -123,6 +130,30 @@ enum Host:
 /** Source: the stage reads from the address. Sink: the stage writes to it. */
 enum Role:
   case Source, Sink
+
+/** What the path of a file address names when the single-address rule looks at it. */
+enum Present:
+  /** Nothing yet: writing it creates a file. */
+  case Absent
+  /** A regular file of no bytes: writing it destroys nothing. */
+  case EmptyFile
+  /** A regular file that holds data: a single address never overwrites it. */
+  case DataFile
+  /** Not a file address, or a path that names something else (a FIFO, a device, a directory). */
+  case Other
+
+object Present:
+  /** What `address` names now (Other for all but `file:`). */
+  def of(address: Address): Present = address match
+    case f: Address.File =>
+      Try {
+        val p = Path.of(f.path)
+        if !Files.exists(p) then Absent
+        else if !Files.isRegularFile(p) then Other
+        else if Files.size(p) == 0 then EmptyFile
+        else DataFile
+      }.getOrElse(Other)
+    case _ => Other
 
 /** What a standard stream of this process is connected to. */
 enum StreamKind:
@@ -387,13 +418,10 @@ object Address:
     segments.result()
 
   /** The role of `address` when it is the only address of the command (`asyncpipe ADDRESS`): Source
-    * copies from it to stdout, Sink copies stdin to it. The rule table is in the comment of
-    * [[Address]]; in short, a sink only where stdin carries data and stdout is a terminal, a
-    * source where stdin is a terminal or /dev/null, a refusal (a usage error asking for
-    * `asyncpipe FROM TO`) elsewhere, except that `-` and the addresses that can only be sources
-    * are sources whatever the streams are.
+    * copies from it to stdout, Sink copies stdin to it. The rules are in the comment of
+    * [[Address]]; `present` is what a file address's path names now ([[Present.of]]).
     */
-  def inferRole(address: Address, stdin: StreamKind, stdout: StreamKind): Either[CliError, Role] =
+  def inferRole(address: Address, stdin: StreamKind, stdout: StreamKind, present: Present = Present.Other): Either[CliError, Role] =
     val shown = address.render
     val streams = s"stdin is ${stdin.describe}, stdout is ${stdout.describe}"
     def refuse(rule: String, examples: Seq[String]) =
@@ -409,11 +437,17 @@ object Address:
       case Address.Std                     => Right(Role.Source)
       case _ if roles == Set(Role.Source)  => Right(Role.Source)
       case _ if roles.isEmpty              => address.checkRole(Role.Source).map(_ => Role.Source)
+      case f: File if stdin.carriesData && !f.append && present == Present.DataFile =>
+        val overwritten = s"${f.path} exists and holds data, and a single address never overwrites a file"
+        val mustBeNamed = s"(only 'asyncpipe - $shown' writes it; $streams)"
+        refuse(s"$overwritten $mustBeNamed", if roles.contains(Role.Source) then Seq(writeIt, readIt) else Seq(writeIt))
+      case f: File if stdin.carriesData && (f.append || present == Present.Absent || present == Present.EmptyFile) =>
+        Right(Role.Sink)
       case _ if roles == Set(Role.Sink) =>
         if fromStreams.contains(Role.Sink) then Right(Role.Sink)
         else
           refuse(
-            s"$shown can only be written, and a single address is written only when stdin carries data and stdout is a terminal ($streams)",
+            s"$shown can only be written, and a single address is written only when stdin carries data ($streams)",
             Seq(writeIt)
           )
       case _ =>

@@ -57,6 +57,9 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
   private var buffer: ByteBuffer | Null = fresh(normal)
   // lines/nul: [0, clean) of the buffer holds no terminator (scanned already).
   private var clean = 0
+  // The bytes of the stream before the buffer's first one (in batches emitted): the offset that a
+  // framing error names.
+  private var consumed = 0L
 
   /** The buffer to read into: after the bytes read so far, room up to its limit (never none). */
   def room: ByteBuffer = current
@@ -66,18 +69,25 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
 
   /** After a read into `room`: emits every frame completed so far as one batch, and keeps the
     * incomplete frame after them for the next read.
-    * @throws FramingException for a frame over the limit
+    * @throws FramingException for a frame over the limit, after emitting the frames before it
+    *   (the reader is done then)
     */
   def filled(emit: FrameBatch => Unit): Unit =
     val b = current
     val end = b.position()
     val complete = wholeFramesEnd(b, end)
-    if complete > 0 then
+    val problem = overLimit(b, complete, end)
+    if problem != null then
+      buffer = null
+      if complete > 0 then emit(FrameBatch.pooled(framing, b, complete, terminated = true, pool)) else pool.give(b)
+      throw FramingException(problem)
+    else if complete > 0 then
       val rest = end - complete
       val next = fresh(capacityFor(b, complete, end))
       next.put(b.slice(complete, rest))
       clean = rest
       buffer = next
+      consumed += complete
       emit(FrameBatch.pooled(framing, b, complete, terminated = true, pool))
     else if end == b.limit() then
       // One frame fills the buffer: read on into a larger one.
@@ -98,8 +108,8 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
       framing match
         case Framing.Len =>
           val message =
-            if end < 4 then FrameDecoder.truncatedHeader(end)
-            else FrameDecoder.truncatedPayload(end - 4, b.getInt(0) & 0xffffffffL)
+            if end < 4 then FrameDecoder.truncatedHeader(end, consumed)
+            else FrameDecoder.truncatedPayload(end - 4, b.getInt(0) & 0xffffffffL, consumed)
           pool.give(b)
           throw FramingException(message)
         case _ => emit(FrameBatch.pooled(framing, b, end, terminated = false, pool))
@@ -128,14 +138,23 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
         var more = true
         while more && end - i >= 4 do
           val n = prefix(b, i)
-          if end - i - 4 >= n then i += 4 + n.toInt else more = false
+          if n <= maxFrame && end - i - 4 >= n then i += 4 + n.toInt else more = false
         i
 
-  /** The length in the `len` prefix at `at`, checked against the limit. */
-  private def prefix(b: ByteBuffer, at: Int): Long =
-    val n = b.getInt(at) & 0xffffffffL
-    if n > maxFrame then throw FramingException(FrameDecoder.tooLongMessage(framing, n, exact = true, maxFrame))
-    n
+  /** The length in the `len` prefix at `at`. */
+  private def prefix(b: ByteBuffer, at: Int): Long = b.getInt(at) & 0xffffffffL
+
+  /** Why the incomplete frame `b[from, end)` is already too long (its `len` prefix says so, or
+    * a `lines`/`nul` frame fills the largest buffer allowed without a terminator), or null.
+    */
+  private def overLimit(b: ByteBuffer, from: Int, end: Int): String | Null =
+    val rest = end - from
+    framing match
+      case Framing.Len if rest >= 4 && prefix(b, from) > maxFrame =>
+        FrameDecoder.tooLongMessage(framing, prefix(b, from), exact = true, maxFrame, consumed + from)
+      case Framing.Lines | Framing.Nul if rest >= largest =>
+        FrameDecoder.tooLongMessage(framing, rest.toLong, exact = false, maxFrame, consumed + from)
+      case _ => null
 
   /** The capacity for a buffer that starts with the incomplete frame `b[from, end)`: the pool's
     * size, or what that frame needs when it is larger (its prefix says, for `len`; twice what is
@@ -145,8 +164,5 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
     val rest = end - from
     framing match
       case Framing.Len if rest >= 4 => math.max(normal, 4 + prefix(b, from).toInt)
-      case Framing.Lines | Framing.Nul if rest >= normal =>
-        if rest >= largest then
-          throw FramingException(FrameDecoder.tooLongMessage(framing, rest.toLong, exact = false, maxFrame))
-        math.min(largest.toLong, 2L * rest).toInt
+      case Framing.Lines | Framing.Nul if rest >= normal => math.min(largest.toLong, 2L * rest).toInt
       case _ => normal

@@ -18,6 +18,8 @@ final class Counters(val name: String):
   @volatile var kernelDrops = 0L
   /** Frames missing by their sequence numbers (`--check-seq`). */
   @volatile var seqGaps = 0L
+  /** Frames that ended without their terminator (the last line of a stream, of a rotated file). */
+  @volatile var unterminated = 0L
 
   def add(batch: FrameBatch, countFrames: Boolean): Unit =
     bytes += batch.length
@@ -41,6 +43,8 @@ trait Input:
     * kernel chose for `udp:0`, a receive buffer the kernel capped).
     */
   def opened: Seq[String] = Nil
+  /** What the user must be told once the input has ended, a warning a line on stderr. */
+  def endNotes: Seq[String] = Nil
   /** True when `pump` runs on a platform thread of its own, which the flow does not wait for
     * when stopping: it may block in a system call that no cancel ends (a read of a pipe), or
     * waits in one more cheaply than a future could (a UDP socket).
@@ -76,8 +80,10 @@ trait Output:
   def abort(): Unit
   /** What a [[KernelCopy]] may move bytes into, if this output takes one. */
   def kernelTarget: KernelTarget | Null = null
-  /** Writes out whatever the output buffered (before a kernel copy moves bytes behind it). */
-  def flushBuffered(): Unit = ()
+  /** Writes out whatever the output buffered, then runs `move` (a kernel copy into the output's
+    * descriptor) holding the output as a write does: a halt waits for it ([[OwnedOutput]]).
+    */
+  def kernelMove[T](move: => T): T = move
   /** Counts `n` bytes that a kernel copy moved into the output. */
   def movedInKernel(n: Long): Unit = ()
   /** The descriptor whose reader, once gone, ends this output as a failed write would
@@ -101,12 +107,16 @@ object Message:
   * from its start. A partial last frame is kept until its end arrives. The input reads into
   * direct buffers of `pool`, which become its messages as they are ([[BatchReader]]).
   */
-final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean, pool: BufferPool) extends Input:
+final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean, pool: BufferPool,
+    finalDelimiter: FinalDelimiter = FinalDelimiter.Warn) extends Input:
   private var channel: ReadableByteChannel | Null = null
   // Standard input's stream, which can say how many bytes a pipe holds (FIONREAD).
   private var stdin: FileInputStream | Null = null
   // A regular file read once (not followed): a read never waits, whatever its size.
   private var regular = false
+  // A pipe, FIFO, socket or terminal: a stream whose writer may die in the middle of a frame.
+  private var streamed = false
+  @volatile private var notes: List[String] = Nil
   @volatile private var closed = false
 
   private def path: Option[Path] = address match
@@ -127,9 +137,11 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         growth = PipeSize.Growth(0)
         val in = FileInputStream(FileDescriptor.in)
         stdin = in
+        streamed = StreamKind.of(0) != StreamKind.RegularFile
         in.getChannel
       case Some(p) =>
         regular = !follow && Files.isRegularFile(p)
+        streamed = !Files.isRegularFile(p)
         openFile(p)
 
   override def atHand: Boolean =
@@ -139,11 +151,15 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
 
   private def openFile(p: Path): FileChannel =
     try FileChannel.open(p, StandardOpenOption.READ)
-    catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $p", e))
+    catch
+      case e: Exception =>
+        FdReserve.release(e)
+        throw CliError.Failed(EndpointFailure(address.render, s"open $p", e))
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     val reader = BatchReader(framing, pool)
     val emit: FrameBatch => Unit = batch =>
+      if !batch.terminated then endedInsideFrame(batch)
       counters.add(batch, countFrames)
       out.send(batch)
     var ch = channel.nn
@@ -177,6 +193,24 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
           channel = ch
           identity = now
         else if now.isDefined && Files.size(p) < fc.position() then fc.position(0) // truncated
+
+  override def endNotes: Seq[String] = notes.reverse
+
+  /** The stream ended inside a frame (`lines`, `nul`): `batch` holds that frame's bytes, without
+    * its terminator. A writer that died mid-frame leaves one, as does a file written without a
+    * final newline (`--final-delimiter`): refused under `require` (the stage fails, exit 1), else
+    * counted and passed on as an unterminated frame, and under `warn` reported when it came from
+    * a pipe or the like (a regular file's last line is what the file holds).
+    */
+  private def endedInsideFrame(batch: FrameBatch): Unit =
+    val terminator = if framing == Framing.Nul then "0 byte" else "newline"
+    val said = s"the input ended inside a frame (${batch.length} bytes after its last $terminator)"
+    if finalDelimiter == FinalDelimiter.Require then
+      batch.release()
+      throw FramingException(s"$said: not passed on (--final-delimiter require)")
+    counters.unterminated += 1
+    if streamed && finalDelimiter == FinalDelimiter.Warn then
+      notes = s"asyncpipe: ${address.render}: $said: passed on as they are (--final-delimiter require refuses them, optional passes them quietly)" :: notes
 
   /** Copies the rest of the stream into `sink` inside the kernel ([[KernelCopy]]): from a regular
     * file, or from a pipe when splice(2) can be had. True when the input has ended; false when the
@@ -254,7 +288,10 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
         val path = Path.of(p)
         val mode = if append then StandardOpenOption.APPEND else StandardOpenOption.TRUNCATE_EXISTING
         try file = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, mode)
-        catch case e: Exception => throw CliError.Failed(EndpointFailure(address.render, s"open $path", e))
+        catch
+          case e: Exception =>
+            FdReserve.release(e)
+            throw CliError.Failed(EndpointFailure(address.render, s"open $path", e))
         out = OwnedOutput(file.nn)
       case _ => growth = PipeSize.Growth(1)
     writer = FrameWriter(framing, out)
@@ -310,9 +347,9 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
       val fd = Splice.descriptor(f)
       if fd >= 0 && StreamKind.of(fd) != StreamKind.RegularFile then fd else -1
 
-  override def flushBuffered(): Unit =
+  override def kernelMove[T](move: => T): T =
     writer.nn.flush()
-    out.flush()
+    out.exclusively(move)
 
   override def movedInKernel(n: Long): Unit =
     counters.bytes += n
@@ -351,7 +388,8 @@ object Endpoints:
   def input(address: Address, options: StageOptions): Input =
     address match
       case Address.Std | _: Address.File =>
-        StreamInput(address, options.frame, options.counting, BufferPool(ReadSize, keep = 2 * options.buffer + 4))
+        StreamInput(address, options.frame, options.counting, BufferPool(ReadSize, keep = 2 * options.buffer + 4),
+          options.finalDelimiter)
       case _: Address.UdpAny | _: Address.Udp => UdpInput(address, options)
       case t: Address.Tick                    => TickInput(t)
 

@@ -8,6 +8,7 @@ object ExitCode:
   val TimedOut = 124 // as timeout(1): the command ran past its time and was killed
   val NotExecutable = 126 // as shells: the command exists but cannot be run
   val NotFound = 127 // as shells: no such command
+  val HungUp = 129 // SIGHUP: the terminal went away
   val Interrupted = 130 // SIGINT
   val ClosedPipe = 141 // SIGPIPE: the downstream reader went away
   val Terminated = 143 // SIGTERM

@@ -266,17 +266,18 @@ object Flow:
       try
         if !open || !ok then throw java.util.concurrent.CancellationException("the output has stopped")
         try
-          output.flushBuffered()
-          var left = n
-          var refused = false
-          while left > 0 && !refused do
-            val m = move(left)
-            if m == -Splice.EINVAL && left == n then refused = true
-            else if m < 0 then throw Splice.failure(m)
-            else if m == 0 then left = 0 // the input ended early (a file that shrank)
-            else left -= m
-          if !refused then output.movedInKernel(n - left)
-          !refused
+          output.kernelMove {
+            var left = n
+            var refused = false
+            while left > 0 && !refused do
+              val m = move(left)
+              if m == -Splice.EINVAL && left == n then refused = true
+              else if m < 0 then throw Splice.failure(m)
+              else if m == 0 then left = 0 // the input ended early (a file that shrank)
+              else left -= m
+            if !refused then output.movedInKernel(n - left)
+            !refused
+          }
         catch case e: Exception if !cancelled(e) =>
           failed(e)
           throw java.util.concurrent.CancellationException("the output has failed")
@@ -346,6 +347,7 @@ object Flow:
 
     /** Reports how an input's pump ended, if it failed (a cancellation is the flow stopping it). */
     def inputEnded(input: Input, outcome: Try[Unit]): Unit =
+      input.endNotes.foreach(tell.warning)
       outcome match
         case Failure(e) if !cancelled(e) => failed(EndpointFailure(input.address.render, "read", e))
         case _                           => ()

@@ -142,9 +142,14 @@ trait FrameSink:
   */
 sealed abstract class FailingDecoder(val framing: Framing, val maxFrame: Int):
   private var failure: FramingException | Null = null
+  /** The bytes of the stream before the frame being decoded (of every frame emitted so far): the
+    * offset that a framing error names.
+    */
+  protected var consumed = 0L
 
-  protected final def tooLong(size: Long, exact: Boolean): Nothing =
-    fail(FrameDecoder.tooLongMessage(framing, size, exact, maxFrame))
+  /** Fails for a frame of `size` bytes that starts `into` bytes after [[consumed]]. */
+  protected final def tooLong(size: Long, exact: Boolean, into: Long = 0): Nothing =
+    fail(FrameDecoder.tooLongMessage(framing, size, exact, maxFrame, consumed + into))
 
   protected final def fail(message: String): Nothing =
     val e = FramingException(message)
@@ -242,8 +247,8 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
           pending = Array.emptyByteArray
           sink.owned(last, terminated = false)
       case Framing.Len =>
-        if payload != null then fail(FrameDecoder.truncatedPayload(filled, payload.nn.length))
-        else if headerCount > 0 then fail(FrameDecoder.truncatedHeader(headerCount))
+        if payload != null then fail(FrameDecoder.truncatedPayload(filled, payload.nn.length, consumed))
+        else if headerCount > 0 then fail(FrameDecoder.truncatedHeader(headerCount, consumed))
       case Framing.Raw => ()
 
   /** True when bytes of an incomplete frame are held (so ending the stream now would emit an
@@ -270,6 +275,7 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
         val n = i - start
         if pendingLength == 0 then
           if n > maxFrame then tooLong(n.toLong, exact = true)
+          consumed += n + 1
           sink.frame(a, start, n, terminated = true)
         else
           val total = pendingLength.toLong + n
@@ -278,6 +284,7 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
           System.arraycopy(a, start, whole, pendingLength, n)
           pendingLength = 0
           if pending.length > FrameDecoder.ScratchSize then pending = Array.emptyByteArray
+          consumed += total + 1
           sink.owned(whole, terminated = true)
         i += 1
         start = i
@@ -310,12 +317,14 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
         if filled == p.length then
           payload = null
           headerCount = 0
+          consumed += 4 + p.length
           sink.owned(p, terminated = true)
       else if headerCount == 0 && to - i >= 4 then
         val length = FrameDecoder.readLength(a, i)
         i += 4
         checkLen(length)
         if to - i >= length then
+          consumed += 4 + length
           sink.frame(a, i, length.toInt, terminated = true)
           i += length.toInt
         else
@@ -332,6 +341,7 @@ final class FrameDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
           checkLen(length)
           if length == 0 then
             headerCount = 0
+            consumed += 4
             sink.owned(Array.emptyByteArray, terminated = true)
           else
             payload = new Array[Byte](length.toInt)
@@ -358,15 +368,15 @@ object FrameDecoder:
   val MaxArray: Int = Int.MaxValue - 8
   private[cli] val ScratchSize = 64 * 1024
 
-  private[cli] def tooLongMessage(framing: Framing, size: Long, exact: Boolean, maxFrame: Int): String =
+  private[cli] def tooLongMessage(framing: Framing, size: Long, exact: Boolean, maxFrame: Int, at: Long): String =
     val what = if exact then s"of $size bytes" else s"of at least $size bytes (its end not yet read)"
-    s"a ${framing.token} frame $what exceeds the limit of $maxFrame bytes; frames are never split"
+    s"a ${framing.token} frame $what at byte $at of the stream exceeds the limit of $maxFrame bytes; frames are never split"
 
-  private[cli] def truncatedPayload(got: Long, of: Long): String =
-    s"the stream ended inside a len frame: $got of its $of payload bytes came"
+  private[cli] def truncatedPayload(got: Long, of: Long, at: Long): String =
+    s"the stream ended inside a len frame at byte $at: $got of its $of payload bytes came"
 
-  private[cli] def truncatedHeader(got: Int): String =
-    s"the stream ended inside a len frame header: $got of its 4 length bytes came"
+  private[cli] def truncatedHeader(got: Int, at: Long): String =
+    s"the stream ended inside a len frame header at byte $at: $got of its 4 length bytes came"
 
   private[cli] def readLength(a: Array[Byte], i: Int): Long =
     (((a(i) & 0xff) << 24) | ((a(i + 1) & 0xff) << 16) | ((a(i + 2) & 0xff) << 8) | (a(i + 3) & 0xff)) & 0xffffffffL
@@ -571,8 +581,8 @@ final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
     if pendingLength > 0 then
       framing match
         case Framing.Len =>
-          if inHeader then fail(FrameDecoder.truncatedHeader(headerCount))
-          else fail(FrameDecoder.truncatedPayload(frameLength - remaining, frameLength))
+          if inHeader then fail(FrameDecoder.truncatedHeader(headerCount, consumed))
+          else fail(FrameDecoder.truncatedPayload(frameLength - remaining, frameLength, consumed))
         case _ =>
           val last = java.util.Arrays.copyOf(pending, pendingLength)
           pendingLength = 0
@@ -598,44 +608,66 @@ final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
     while last >= from && a(last) != d do last -= 1
     if last < from then append(a, from, to, checked = true)
     else
-      // Every frame completed here lies in pending ++ a[from, last); if that span is within the
-      // limit, so is each of them; otherwise measure them one by one.
-      if pendingLength.toLong + (last - from) > maxFrame then checkDelimited(a, from, last)
-      val batch = java.util.Arrays.copyOf(pending, pendingLength + (last + 1 - from))
-      System.arraycopy(a, from, batch, pendingLength, last + 1 - from)
-      pendingLength = 0
-      if pending.length > 64 * 1024 then pending = Array.emptyByteArray
+      // Every frame completed here lies in pending ++ a[from, last]; if that span is within the
+      // limit, so is each of them; otherwise they are measured one by one, and the frames before
+      // the first one too long are still handed on before the failure.
+      val whole = if pendingLength.toLong + (last - from) > maxFrame then wholeBeforeTooLong(a, from, last) else last + 1
+      if whole > from then emitPending(a, from, whole, emit)
+      if whole <= last then
+        var end = whole
+        while a(end) != d do end += 1
+        tooLong(end - whole + pendingLength, exact = true) // pending: none after an emit
       append(a, last + 1, to, checked = true)
-      emit(FrameBatch(framing, batch, batch.length, terminated = true))
 
-  /** Fails if a frame in pending ++ a[from, last] (which ends with a terminator) is too long. */
-  private def checkDelimited(a: Array[Byte], from: Int, last: Int): Unit =
+  /** Of pending ++ a[from, last] (which ends with a terminator): the end of the frames before the
+    * first one longer than the limit, or `last + 1` when none is (an end at `from` with pending
+    * bytes left means the pending frame itself is too long; `from` otherwise, that the first
+    * frame of `a` is).
+    */
+  private def wholeBeforeTooLong(a: Array[Byte], from: Int, last: Int): Int =
     val d = delimiter
     var start = from - pendingLength.toLong // the frame's start, as if pending preceded `from`
     var i = from
     while i <= last do
       while a(i) != d do i += 1
-      if i - start > maxFrame then tooLong(i - start, exact = true)
+      if i - start > maxFrame then return math.max(start, from.toLong).toInt
       i += 1
       start = i
+    last + 1
+
+  /** Emits pending ++ a[from, end) (whole frames) as one batch. */
+  private def emitPending(a: Array[Byte], from: Int, end: Int, emit: FrameBatch => Unit): Unit =
+    val batch = java.util.Arrays.copyOf(pending, pendingLength + (end - from))
+    System.arraycopy(a, from, batch, pendingLength, end - from)
+    pendingLength = 0
+    if pending.length > 64 * 1024 then pending = Array.emptyByteArray
+    consumed += batch.length
+    emit(FrameBatch(framing, batch, batch.length, terminated = true))
 
   private def decodeLen(a: Array[Byte], from: Int, to: Int, emit: FrameBatch => Unit): Unit =
     var i = from
     var complete = from // the end of the last frame completed in this chunk
-    while i < to do
+    var over = -1L // the length in a prefix over the limit, once one is read
+    while over < 0 && i < to do
       if inHeader then
         if headerCount == 0 && to - i >= 4 then
-          startPayload(FrameDecoder.readLength(a, i))
-          i += 4
+          val length = FrameDecoder.readLength(a, i)
+          if length > maxFrame then over = length
+          else
+            startPayload(length)
+            i += 4
         else
           header = (header << 8) | (a(i) & 0xff)
           headerCount += 1
           i += 1
           if headerCount == 4 then
-            headerCount = 0
-            startPayload(header & 0xffffffffL)
-            header = 0
-        if !inHeader && remaining == 0 then
+            val length = header & 0xffffffffL
+            if length > maxFrame then over = length
+            else
+              headerCount = 0
+              startPayload(length)
+              header = 0
+        if over < 0 && !inHeader && remaining == 0 then
           inHeader = true
           complete = i
       else
@@ -645,17 +677,11 @@ final class BatchDecoder(framing: Framing, maxFrame: Int = FrameDecoder.DefaultM
         if remaining == 0 then
           inHeader = true
           complete = i
-    if complete > from then
-      val batch = java.util.Arrays.copyOf(pending, pendingLength + (complete - from))
-      System.arraycopy(a, from, batch, pendingLength, complete - from)
-      pendingLength = 0
-      if pending.length > 64 * 1024 then pending = Array.emptyByteArray
-      append(a, complete, to, checked = false)
-      emit(FrameBatch(framing, batch, batch.length, terminated = true))
-    else append(a, from, to, checked = false)
+    if complete > from then emitPending(a, from, complete, emit)
+    if over >= 0 then tooLong(over, exact = true)
+    append(a, complete, to, checked = false)
 
   private def startPayload(length: Long): Unit =
-    if length > maxFrame then tooLong(length, exact = true)
     frameLength = length
     remaining = length
     inHeader = false
@@ -811,9 +837,17 @@ object FrameEncoder:
   /** Frames up to this size are copied byte by byte, checked on the way; longer ones by arraycopy. */
   private val ShortCopy = 32
 
-/** Where a [[FrameWriter]] sends its bytes: `OwnedOutput.write`, an `OutputStream`'s `write`. */
+/** Where a [[FrameWriter]] sends its bytes: `OwnedOutput.write`, an `OutputStream`'s `write`.
+  * Every call carries whole frames (see [[OwnedOutput]], "Whole frames").
+  */
 trait ByteSink:
   def write(bytes: Array[Byte], offset: Int, length: Int): Unit
+
+  /** Writes the remaining bytes of `parts`, in order, as one write: the parts of one frame. A
+    * sink whose writes can be cut short between calls (as [[OwnedOutput]]'s by a halt) overrides
+    * this.
+    */
+  def writeParts(parts: ByteBuffer*): Unit = parts.foreach(write)
 
   /** Writes the remaining bytes of `src` (its position ends at its limit). A sink that can write
     * a direct buffer without copying it (as [[OwnedOutput]] can) overrides this.
@@ -853,16 +887,14 @@ final class FrameWriter(val encoder: FrameEncoder, out: ByteSink, bufferSize: In
       end = encoder.encodeInto(bytes, offset, length, terminated, buffer, 0, bufferSize)
     if end >= 0 then position = end
     else
-      // Larger than the buffer: head and tail through the buffer, the payload straight through.
+      // Larger than the buffer: its head, the payload as it is and its tail in one write of the
+      // sink, so that the frame reaches the output whole or not at all (ByteSink.writeParts).
       encoder.check(bytes, offset, length)
-      val wrapped = ByteBuffer.wrap(buffer).position(position) // empty: flushed above
-      encoder.encodeHead(length, terminated, wrapped)
-      position = wrapped.position()
-      flush()
-      out.write(bytes, offset, length)
-      wrapped.clear()
-      encoder.encodeTail(terminated, wrapped)
-      position = wrapped.position()
+      val head = ByteBuffer.allocate(8)
+      encoder.encodeHead(length, terminated, head)
+      val tail = ByteBuffer.allocate(1)
+      encoder.encodeTail(terminated, tail)
+      out.writeParts(head.flip(), ByteBuffer.wrap(bytes, offset, length), tail.flip())
 
   /** Writes every frame of `batch`: as it is when it has the writer's framing (one copy, or
     * none for a batch larger than the buffer: a pooled batch goes from its direct buffer to the
@@ -907,7 +939,9 @@ object FrameWriter:
 
   /** A writer into `out` (use one writer per output stream). */
   def apply(framing: Framing, out: OwnedOutput): FrameWriter =
+    out.framedAs(framing)
     new FrameWriter(FrameEncoder(framing), new ByteSink:
       def write(bytes: Array[Byte], offset: Int, length: Int): Unit = out.write(bytes, offset, length)
       override def write(src: ByteBuffer): Unit = out.write(src)
+      override def writeParts(parts: ByteBuffer*): Unit = out.writeParts(parts*)
     )

@@ -19,13 +19,14 @@ object Main:
   private lazy val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r // lazy: StringOps spins a lambda
 
   def main(args: Array[String]): Unit =
+    Signals.install() // first: a signal must never meet the JVM's own handler (see Signals)
+    FdReserve.take()
     Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
 
   /** Everything `main` does but exiting: runs `args` on the process's standard streams. */
   def launch(args: Array[String]): Int =
     if args.length > 0 && startsCommands(args(0)) then ProcessGroup.prepare() // alongside all set-up
     val io = Io(OwnedOutput.stdout, System.err)
-    Runtime.getRuntime.addShutdownHook(Thread(() => io.out.flushQuietly())) // for SIGINT/SIGTERM
     val status = run(listOf(args), io)
     System.err.flush()
     status

@@ -2,7 +2,7 @@ package asyncpipe.cli
 
 import java.io.{FileDescriptor, FileOutputStream, IOException}
 import java.nio.ByteBuffer
-import java.nio.channels.WritableByteChannel
+import java.nio.channels.{FileChannel, WritableByteChannel}
 import java.nio.charset.StandardCharsets
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.locks.{LockSupport, ReentrantLock}
@@ -26,6 +26,17 @@ final class DownstreamGone(cause: IOException)
   * 10 idle periods) after the oldest byte in it was written (so a steady trickle, a line every
   * millisecond, is not held back until the buffer fills). Writes larger than the buffer bypass it.
   * All methods are thread-safe.
+  *
+  * Whole frames: every call that writes (`write`, [[writeParts]]) must carry whole frames, and
+  * what one call hands over reaches the OS in write(2) calls made under one hold of the lock (a
+  * ''sequence''). So whenever the lock is free, what the OS has from this output ends on a whole
+  * frame, and:
+  *   - [[OwnedOutput.quiesceAll]] (a second SIGINT/SIGTERM) takes every output's lock for good
+  *     before the process halts: a write in progress finishes, and none starts;
+  *   - a sequence that fails part way into a regular file (a full disk, a file-size limit) is
+  *     cut back (ftruncate) to the last whole frame it wrote, found with the framing given by
+  *     [[framedAs]] (without one: to where the sequence began), so the file never ends in part
+  *     of a frame.
   */
 final class OwnedOutput(
     channel: WritableByteChannel,
@@ -49,6 +60,16 @@ final class OwnedOutput(
   // once a whole idle period passes without a new write.
   private var writes = 0L
   @volatile private var armed = false
+  // The framing of the bytes written, for cutting a failed write back to a whole frame.
+  @volatile private var framing: Framing | Null = null
+  // The sequence in progress (under `lock`): the buffers it wrote from, each as [from, to) of its
+  // own indices (read back only if the sequence fails), and the bytes the OS took so far.
+  private var parts = new Array[ByteBuffer | Null](4)
+  private var partFrom = new Array[Int](4)
+  private var partTo = new Array[Int](4)
+  private var partCount = 0
+  private var sequenceWritten = 0L
+  OwnedOutput.live.add(this)
   private lazy val flusher: Thread = Thread.ofVirtual().name("asyncpipe-idle-flush").start(() => idleLoop())
 
   def write(bytes: Array[Byte]): Unit = write(bytes, 0, bytes.length)
@@ -65,6 +86,7 @@ final class OwnedOutput(
     lock.lock()
     try
       throwIfFailed()
+      begin()
       if src.remaining >= capacity then
         drain()
         writeFully(src)
@@ -77,17 +99,48 @@ final class OwnedOutput(
     finally lock.unlock()
     if wake then LockSupport.unpark(flusher)
 
+  /** Writes the remaining bytes of `srcs`, in order, after what is buffered and in one sequence
+    * (see the class comment): for a frame whose parts lie in different buffers (a `len` prefix,
+    * a payload larger than any buffer, its terminator).
+    */
+  def writeParts(srcs: ByteBuffer*): Unit =
+    lock.lock()
+    try
+      throwIfFailed()
+      begin()
+      drain()
+      for src <- srcs do writeFully(src)
+    finally lock.unlock()
+
+  /** Tells the output the framing of what is written to it (see the class comment). */
+  def framedAs(f: Framing): Unit = framing = f
+
+  /** Runs `body` after writing out everything buffered, holding the output as a write does, so
+    * that [[OwnedOutput.quiesceAll]] waits for it: for a kernel copy into this output's
+    * descriptor, which must move whole frames (ADR 0014).
+    */
+  def exclusively[T](body: => T): T =
+    lock.lock()
+    try
+      throwIfFailed()
+      begin()
+      drain()
+      body
+    finally lock.unlock()
+
   /** Writes out everything buffered. */
   def flush(): Unit =
     lock.lock()
     try
       throwIfFailed()
+      begin()
       drain()
     finally lock.unlock()
 
   /** Flushes if the lock can be had within `timeoutMillis`, ignoring errors: for shutdown hooks. */
   def flushQuietly(timeoutMillis: Long = 100): Unit =
     if lock.tryLock(timeoutMillis, TimeUnit.MILLISECONDS) then
+      begin()
       try if failure == null then drain()
       catch case _: IOException => ()
       finally lock.unlock()
@@ -117,6 +170,7 @@ final class OwnedOutput(
       lock.lock()
       try
         armed = false
+        begin()
         if failure == null then drain()
       catch case _: IOException => () // recorded in `failure`: the next write reports it
       finally lock.unlock()
@@ -137,16 +191,109 @@ final class OwnedOutput(
       try writeFully(buffer)
       finally buffer.clear()
 
+  /** Starts a sequence (see the class comment); caller holds `lock`. */
+  private def begin(): Unit =
+    while partCount > 0 do
+      partCount -= 1
+      parts(partCount) = null // the caller's buffers are theirs again
+    sequenceWritten = 0
+
+  /** Writes all of `src` as a part of the sequence in progress; caller holds `lock`. */
   private def writeFully(src: ByteBuffer): Unit =
-    try while src.hasRemaining do channel.write(src)
+    remember(src)
+    try
+      while src.hasRemaining do sequenceWritten += channel.write(src)
     catch
       case e: IOException =>
-        val f = if OwnedOutput.isBrokenPipe(e) then DownstreamGone(e) else e
+        val f =
+          if OwnedOutput.isBrokenPipe(e) then DownstreamGone(e)
+          else cutBack(e)
         failure = f
         throw f
 
+  private def remember(src: ByteBuffer): Unit =
+    if partCount == parts.length then
+      parts = java.util.Arrays.copyOf(parts, 2 * partCount)
+      partFrom = java.util.Arrays.copyOf(partFrom, 2 * partCount)
+      partTo = java.util.Arrays.copyOf(partTo, 2 * partCount)
+    parts(partCount) = src
+    partFrom(partCount) = src.position()
+    partTo(partCount) = src.limit()
+    partCount += 1
+
+  /** After the sequence in progress failed with `e`: when this output is a regular file that
+    * ends with what the sequence wrote, cuts that back to its last whole frame. Returns the
+    * failure to report (`e`, with what was done said after its reason).
+    */
+  private def cutBack(e: IOException): IOException =
+    if sequenceWritten == 0 then e
+    else
+      channel match
+        case fc: FileChannel if OwnedOutput.isRegularFile(fc) =>
+          try
+            val end = fc.position()
+            if fc.size() != end then e // someone else wrote after us: their bytes are not ours to cut
+            else
+              val keep = OwnedOutput.wholeFrames(written(), framing)
+              val at = end - sequenceWritten + keep
+              if keep < sequenceWritten then fc.truncate(at)
+              IOException(s"${asyncpipe.io.IoFailure.reason(e)} (the output ends at its last whole frame, byte $at)", e)
+          catch case _: IOException => e
+        case _ => e
+
+  /** The bytes the OS took of the sequence in progress, in order. */
+  private def written(): Array[Byte] =
+    val out = new Array[Byte](sequenceWritten.toInt)
+    var at = 0
+    var i = 0
+    while i < partCount && at < out.length do
+      val n = math.min(partTo(i) - partFrom(i), out.length - at)
+      parts(i).nn.get(partFrom(i), out, at, n)
+      at += n
+      i += 1
+    out
+
 object OwnedOutput:
   val DefaultCapacity: Int = 64 * 1024
+  /** Every output made, for [[quiesceAll]] (weakly held: an output nobody uses goes away). */
+  private val live: java.util.Set[OwnedOutput] =
+    java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(java.util.WeakHashMap()))
+
+  /** Takes the lock of every output and keeps it: waits for the write in progress of each (which
+    * ends on a whole frame; a `raw` output, which has no frames, is not waited for) and lets no
+    * other begin. For ending the process at once; nothing can be written through these outputs
+    * afterwards.
+    */
+  def quiesceAll(): Unit =
+    val all = live.synchronized(live.toArray(new Array[OwnedOutput](0)))
+    for o <- all do
+      // A raw output has no frames to keep whole: it is taken only if it is free.
+      if o.framing == Framing.Raw then { val _ = o.lock.tryLock() } else o.lock.lock()
+
+  /** How many of the first `bytes.length` bytes (starting on a frame boundary) are whole frames
+    * of `framing`; with no framing known, none can be vouched for.
+    */
+  private[cli] def wholeFrames(bytes: Array[Byte], framing: Framing | Null): Long =
+    framing match
+      case null => 0
+      case Framing.Raw => bytes.length
+      case Framing.Len =>
+        var i = 0L
+        var whole = true
+        while whole && i + 4 <= bytes.length do
+          val n = FrameDecoder.readLength(bytes, i.toInt)
+          if i + 4 + n <= bytes.length then i += 4 + n else whole = false
+        i
+      case f =>
+        val d = f.delimiter.toByte
+        var i = bytes.length - 1
+        while i >= 0 && bytes(i) != d do i -= 1
+        i + 1
+
+  /** Whether `fc` writes a regular file (not a pipe, a terminal, a device). */
+  private def isRegularFile(fc: FileChannel): Boolean =
+    val fd = Splice.descriptor(fc)
+    fd >= 0 && StreamKind.of(fd) == StreamKind.RegularFile
   val DefaultIdleFlushNanos: Long = 2_000_000L
   /** The longest a byte waits in the buffer while writes keep coming, in idle periods. */
   val MaxDelayPeriods: Long = 10

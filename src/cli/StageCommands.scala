@@ -19,7 +19,7 @@ object StageCommands:
       addrs <- line.operands.toList.traverse(Address.parse)
       pair <- addrs match
         case List(only) =>
-          Address.inferRole(only, StreamKind.of(0), StreamKind.of(1)).map {
+          Address.inferRole(only, StreamKind.of(0), StreamKind.of(1), Present.of(only)).map {
             case Role.Source => (only, Address.Std)
             case Role.Sink   => (Address.Std, only)
           }
@@ -50,21 +50,36 @@ object StageCommands:
   private def toStage(plan: StagePlan, io: Io): Flow.Stage =
     Flow.Stage(plan.inputs.map(Endpoints.input(_, plan.options)), plan.outputs.map(Endpoints.output(_, plan.options, io.out)), plan.options)
 
-  /** Writing a file truncates (or grows) it before or while it is read: refused. */
+  /** Writing a file truncates (or grows) it before or while it is read: refused, as `cat` refuses
+    * "input file is output file". Files are compared by device and inode, so the standard streams
+    * count (`asyncpipe - file:x < x`, `asyncpipe file:y - >> y`), as do links and other names.
+    */
   private def sameFileCheck(plans: Seq[StagePlan]): Either[CliError, Unit] =
-    def files(as: Seq[Address]) = as.collect { case f: Address.File => f }
-    val reads = files(plans.flatMap(_.inputs))
-    val writes = files(plans.flatMap(_.outputs))
-    val clash = for
-      r <- reads
-      w <- writes
-      if Try(Files.isSameFile(Path.of(r.path), Path.of(w.path))).getOrElse(false)
-    yield (r, w)
+    val reads = plans.flatMap(_.inputs).flatMap(SameFile.of(_, Role.Source))
+    val writes = plans.flatMap(_.outputs).flatMap(SameFile.of(_, Role.Sink))
+    val clash = for r <- reads; w <- writes if r.key == w.key yield (r, w)
     clash.headOption match
       case Some((r, w)) =>
-        Left(CliError.BadToken(None, w.render, s"it is the same file as the input ${r.render}: writing it would destroy what is being read",
+        val loop = if w.address == Address.Std then "grow it without end while it is read" else "destroy what is being read"
+        Left(CliError.BadToken(None, w.address.render, s"${w.what} is the same file as ${r.what}: writing it would $loop",
           "a different file for the output"))
       case None => Right(())
+
+  /** A regular file a stage reads or writes: its device and inode (`key`), and how to name it. */
+  private final case class SameFile(address: Address, key: AnyRef, what: String)
+
+  private object SameFile:
+    /** The file behind `address` in `role`, when it is a regular file that exists. */
+    def of(address: Address, role: Role): Option[SameFile] =
+      val (path, what) = address match
+        case Address.File(p, _, _, _)    => (Path.of(p), s"the ${if role == Role.Source then "input" else "output"} ${address.render}")
+        case Address.Std if role == Role.Source => (Path.of("/proc/self/fd/0"), "stdin")
+        case Address.Std                 => (Path.of("/proc/self/fd/1"), "stdout")
+        case _                           => return None
+      Try(Files.readAttributes(path, classOf[java.nio.file.attribute.BasicFileAttributes])).toOption
+        .filter(_.isRegularFile)
+        .flatMap(a => Option(a.fileKey))
+        .map(SameFile(address, _, what))
 
   extension [A](list: List[String])
     private def traverse(f: String => Either[CliError, A]): Either[CliError, List[A]] =
@@ -135,10 +150,36 @@ object RunVerb extends Verb:
 
   /** The argument itself, or the text of the `.pipe` file it names. */
   private def pipelineText(arg: String): Either[CliError, String] =
-    if arg.endsWith(".pipe") && !arg.contains('|') then
-      Try(Files.readString(Path.of(arg))).toEither.left.map(e =>
-        CliError.Runtime(arg, s"read: ${asyncpipe.io.IoFailure.reason(e)}"))
+    if arg.endsWith(".pipe") && !arg.contains('|') then PipeFile.read(Path.of(arg), arg)
     else Right(arg)
+
+/** The text of a `.pipe` file: UTF-8, at most [[PipeFile.MaxBytes]] (a pipeline is a few lines;
+  * a path that names /dev/zero or a huge file must not be read without end).
+  */
+object PipeFile:
+  val MaxBytes: Int = 1 << 20
+
+  def read(path: Path, shown: String): Either[CliError, String] =
+    def failed(reason: String) = Left(CliError.Runtime(shown, reason))
+    Try {
+      val in = Files.newInputStream(path)
+      try in.readNBytes(MaxBytes + 1)
+      finally in.close()
+    }.toEither match
+      case Left(e) => failed(s"read: ${asyncpipe.io.IoFailure.reason(e)}")
+      case Right(bytes) if bytes.length > MaxBytes =>
+        failed(s"a pipeline file holds at most ${MaxBytes / 1024} KiB, and this one holds more")
+      case Right(bytes) =>
+        val decoder = java.nio.charset.StandardCharsets.UTF_8.newDecoder()
+          .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+          .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+        val in = java.nio.ByteBuffer.wrap(bytes)
+        val out = java.nio.CharBuffer.allocate(bytes.length)
+        val result = decoder.decode(in, out, true)
+        if result.isError then
+          val line = 1 + bytes.take(in.position()).count(_ == '\n')
+          failed(s"not UTF-8 text: byte ${in.position()} (line $line) begins an invalid sequence of ${result.length} byte(s)")
+        else Right(out.flip().toString)
 
 /** The text of a pipeline: stages separated by unquoted '|', each one tokens like a command line. */
 object PipelineText:

@@ -18,6 +18,17 @@ enum Oversize(val token: String) extends Choice:
   case Fail extends Oversize("fail")
   case Drop extends Oversize("drop")
 
+/** What a stage does with a stream input that ends inside a frame (`lines`, `nul`: bytes after the
+  * last terminator), which is what a writer that died mid-frame leaves (`len` always fails then).
+  */
+enum FinalDelimiter(val token: String) extends Choice:
+  /** Fail the stage (exit 1): the partial frame is not passed on. */
+  case Require extends FinalDelimiter("require")
+  /** Pass it on as an unterminated frame; from a pipe, FIFO or socket, say so on stderr. */
+  case Warn extends FinalDelimiter("warn")
+  /** Pass it on quietly: data known to lack a final terminator. */
+  case Optional extends FinalDelimiter("optional")
+
 /** What `mux` does when one of its outputs fails (as coreutils tee's `--output-error`). */
 enum OutputError(val token: String) extends Choice:
   /** Stop the stage: exit 141 for a closed pipe, 1 with the reason for any other failure. */
@@ -37,6 +48,7 @@ final case class StageOptions(
     count: Option[Long] = None,
     idleTimeout: Option[FiniteDuration] = None,
     checkSeq: Boolean = false,
+    finalDelimiter: FinalDelimiter = FinalDelimiter.Warn,
     stats: Boolean = false,
     statsJson: Boolean = false,
     progress: Boolean = false,
@@ -70,6 +82,8 @@ object StageOptions:
     Spec("--idle-timeout", Some("DURATION"), "end a UDP source after DURATION without a datagram")((o, v, verb) =>
       duration(v, "--idle-timeout", verb).map(d => o.copy(idleTimeout = Some(d)))),
     Spec("--check-seq", None, "count gaps in the numbers that UDP datagrams start with")((o, _, _) => Right(o.copy(checkSeq = true))),
+    Spec("--final-delimiter", Some("require|warn|optional"), "an input that ends inside a frame: fail (require), pass it on and warn (default), or pass it on")((o, v, verb) =>
+      choice(v, "--final-delimiter", FinalDelimiter.values, verb).map(x => o.copy(finalDelimiter = x))),
     Spec("--stats", None, "print a summary line on stderr at exit")((o, _, _) => Right(o.copy(stats = true))),
     Spec("--stats-json", None, "stderr as JSON lines: statistics each second and at exit, notices, warnings, errors")((o, _, _) => Right(o.copy(statsJson = true))),
     Spec("--progress", None, "a live progress line on stderr, when stderr is a terminal")((o, _, _) => Right(o.copy(progress = true)))

@@ -8,7 +8,7 @@ import scala.util.{Failure, Random, Success, Try}
 
 /** Why a task run ended before its schedule did; the first reason wins. */
 enum Halt:
-  /** SIGINT or SIGTERM: forwarded to the running commands; the status is 130 or 143. */
+  /** SIGINT, SIGTERM or SIGHUP: forwarded to the running commands; the status is 130 or 143. */
   case Signalled(stop: Stop)
   /** An error of asyncpipe's own (the reader of its stdout gone, a command that cannot start). */
   case Failed(error: CliError)
@@ -139,7 +139,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
     val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, Records(io.out, control), live)
     Signals.onStop(
       stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(Halt.Signalled(stop)) },
-      status => { live.killAll(); Runtime.getRuntime.halt(status) }
+      status => { live.killAll(); Signals.endNow(status) }
     )
     val result: Try[Unit] = Bodies.blocking(Execution(attempt, control, tally))
     control.halted match
@@ -212,6 +212,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
         try attempt.run()
         catch
           case e: IOException =>
+            FdReserve.release(e)
             control.halt(Halt.Failed(CliError.Runtime(verb, s"cannot start ${command.head}: ${e.getMessage}")))
             throw CancellationException("halted")
       tally.ended(exit)

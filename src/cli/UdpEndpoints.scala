@@ -33,7 +33,10 @@ final class UdpInput(val address: Address, options: StageOptions) extends Input:
 
   def open(): Unit =
     try socket.bindAndOpen(host.orNull, port, rcvbuf.getOrElse(0))
-    catch case e: Exception => throw CliError.Failed(CliError.Runtime(address.render, IoFailure.reason(e)))
+    catch
+      case e: Exception =>
+        FdReserve.release(e)
+        throw CliError.Failed(CliError.Runtime(address.render, IoFailure.reason(e)))
 
   /** The port the socket is bound to (the one the kernel chose, for port 0). */
   def localPort: Int = socket.localPort
@@ -154,7 +157,10 @@ final class UdpOutput(address: Address.Udp, options: StageOptions) extends Outpu
 
   def open(): Unit =
     try socket.open()
-    catch case e: Exception => throw CliError.Failed(CliError.Runtime(name, IoFailure.reason(e)))
+    catch
+      case e: Exception =>
+        FdReserve.release(e)
+        throw CliError.Failed(CliError.Runtime(name, IoFailure.reason(e)))
 
   def write(batch: FrameBatch)(using Async): Unit =
     if batch.framing == Framing.Raw && options.frame == Framing.Raw then

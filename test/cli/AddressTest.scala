@@ -282,6 +282,38 @@ class AddressTest extends munit.FunSuite:
       |Socket       Sink     Refuse Refuse  Refuse     Refuse Refuse
       |Unknown      Refuse   Refuse Refuse  Refuse     Refuse Refuse""".stripMargin
 
+  /** `append`: appending destroys nothing, so data in makes it a sink whatever stdout is. */
+  private val appendOnly =
+    """             Terminal Pipe RegularFile NullDevice Socket Unknown
+      |Terminal     Refuse   Refuse Refuse  Refuse     Refuse Refuse
+      |Pipe         Sink     Sink   Sink    Sink       Sink   Sink
+      |RegularFile  Sink     Sink   Sink    Sink       Sink   Sink
+      |NullDevice   Refuse   Refuse Refuse  Refuse     Refuse Refuse
+      |Socket       Sink     Sink   Sink    Sink       Sink   Sink
+      |Unknown      Refuse   Refuse Refuse  Refuse     Refuse Refuse""".stripMargin
+
+  /** A path with no file yet (or an empty one): data in writes it, whatever stdout is. */
+  private val newFile =
+    """             Terminal Pipe RegularFile NullDevice Socket Unknown
+      |Terminal     Source   Source Source  Source     Source Refuse
+      |Pipe         Sink     Sink   Sink    Sink       Sink   Sink
+      |RegularFile  Sink     Sink   Sink    Sink       Sink   Sink
+      |NullDevice   Source   Source Source  Source     Source Refuse
+      |Socket       Sink     Sink   Sink    Sink       Sink   Sink
+      |Unknown      Refuse   Refuse Refuse  Refuse     Refuse Refuse""".stripMargin
+
+  /** A file that holds data is never overwritten by a single address. */
+  private val dataFile =
+    """             Terminal Pipe RegularFile NullDevice Socket Unknown
+      |Terminal     Source   Source Source  Source     Source Refuse
+      |Pipe         Refuse   Refuse Refuse  Refuse     Refuse Refuse
+      |RegularFile  Refuse   Refuse Refuse  Refuse     Refuse Refuse
+      |NullDevice   Source   Source Source  Source     Source Refuse
+      |Socket       Refuse   Refuse Refuse  Refuse     Refuse Refuse
+      |Unknown      Refuse   Refuse Refuse  Refuse     Refuse Refuse""".stripMargin
+
+  private val neverWritten = sinkOnly.linesIterator.map(_.replace("Sink", "Refuse")).mkString("\n")
+
   private val alwaysSource = kinds.map(_ => kinds.map(_ => "Source").mkString(" ")).zip(kinds)
     .map((row, k) => s"$k $row").mkString("Terminal Pipe RegularFile NullDevice Socket Unknown\n", "\n", "")
 
@@ -294,13 +326,16 @@ class AddressTest extends munit.FunSuite:
     assertEquals(rows.map(r => StreamKind.valueOf(r.head)).toSet, kinds.toSet, "the table's rows")
     rows.flatMap(r => columns.zip(r.tail).map((out, cell) => (StreamKind.valueOf(r.head), out) -> cell)).toMap
 
+  /** By address, with a file's path naming something other than a regular file (a FIFO, a
+    * device: [[Present.Other]]), as for every address that is not a file.
+    */
   private val byAddress: Seq[(Address, String)] = Seq(
     Std                                   -> alwaysSource,
     File("x")                             -> twoWay,
     File("x", follow = true)              -> alwaysSource,
-    File("x", append = true)              -> sinkOnly,
+    File("x", append = true)              -> appendOnly,
     File("x", fsync = true)               -> sinkOnly,
-    File("x", append = true, fsync = true) -> sinkOnly,
+    File("x", append = true, fsync = true) -> appendOnly,
     UdpAny(9000)                          -> alwaysSource,
     UdpAny(0, Some(1024))                 -> alwaysSource,
     Udp(Host.IPv4("127.0.0.1"), 9000)     -> twoWay,
@@ -324,23 +359,59 @@ class AddressTest extends munit.FunSuite:
     yield s"${address.render} with stdin $in, stdout $out: expected ${want((in, out))}, got $got"
     assert(wrong.isEmpty, wrong.mkString("\n"))
 
-  test("safety: over all addresses and stream pairs, a file is inferred a sink only when stdout is a terminal"):
+  test("by what a file's path names: a new or empty file is written, one holding data never, with append always"):
+    val cases: Seq[(Address, Present, String)] = Seq(
+      (File("x"), Present.Absent, newFile),
+      (File("x"), Present.EmptyFile, newFile),
+      (File("x"), Present.DataFile, dataFile),
+      (File("x"), Present.Other, twoWay),
+      (File("x", fsync = true), Present.Absent, appendOnly), // written when data comes in, as append is
+      (File("x", fsync = true), Present.DataFile, neverWritten),
+      (File("x", append = true), Present.DataFile, appendOnly),
+      (File("x", append = true), Present.Absent, appendOnly)
+    )
+    val wrong = for
+      (address, present, expected) <- cases
+      want = table(expected)
+      in <- kinds
+      out <- kinds
+      got = outcome(inferRole(address, in, out, present))
+      if got != want((in, out))
+    yield s"${address.render} ($present) with stdin $in, stdout $out: expected ${want((in, out))}, got $got"
+    assert(wrong.isEmpty, wrong.mkString("\n"))
+
+  test("safety: over all addresses, paths and stream pairs, nothing that holds data is overwritten, and nothing is read as written"):
     val files = for a <- Seq(false, true); f <- Seq(false, true); s <- Seq(false, true) yield File("x", a, f, s)
     val all = files ++ byAddress.map(_._1)
     var checked = 0
-    for address <- all; in <- kinds; out <- kinds do
-      val inferred = inferRole(address, in, out)
+    for address <- all; present <- Present.values; in <- kinds; out <- kinds do
+      val inferred = inferRole(address, in, out, present)
       checked += 1
+      val shown = s"${address.render} ($present) with stdin $in, stdout $out"
       inferred match
         case Right(role) =>
-          assertEquals(address.checkRole(role), Right(()), s"${address.render} inferred $role, a role it cannot play")
+          assertEquals(address.checkRole(role), Right(()), s"$shown inferred $role, a role it cannot play")
           if role == Role.Sink then
-            assertEquals(out, Terminal, s"${address.render} inferred a sink with stdin $in, stdout $out")
-            assert(in.carriesData, s"${address.render} inferred a sink with stdin $in (nothing to write)")
+            assert(in.carriesData, s"$shown inferred a sink (nothing to write)")
+            address match
+              case f: File if !f.append =>
+                assert(present != Present.DataFile, s"$shown would overwrite a file that holds data")
+                if present == Present.Other then assertEquals(out, Terminal, s"$shown inferred a sink")
+              case _: File => ()
+              case _       => assertEquals(out, Terminal, s"$shown inferred a sink")
         case Left(e) => assertEquals(e.exitCode, ExitCode.Usage, e.render)
-      if (in == Unknown || out == Unknown) && address != Std && address.roles.contains(Role.Sink) then
-        assert(inferred.isLeft, s"${address.render} with an unknown stream must be refused, got $inferred")
-    assertEquals(checked, all.size * 36)
+      if in == Unknown && address != Std && address.roles.contains(Role.Sink) then
+        assert(inferred.isLeft, s"$shown: an unknown stdin must be refused, got $inferred")
+    assertEquals(checked, all.size * Present.values.length * 36)
+
+  test("a file that holds data is refused as an inferred sink, naming the path and the explicit forms"):
+    inferRole(File("k1"), Pipe, Terminal, Present.DataFile) match
+      case Left(e @ CliError.BadToken(None, "file:k1", rule, expected)) =>
+        assert(rule.contains("k1 exists and holds data, and a single address never overwrites a file"), rule)
+        assert(rule.contains("only 'asyncpipe - file:k1' writes it"), rule)
+        assertEquals(expected, "asyncpipe FROM TO, e.g. 'asyncpipe - file:k1' (write it) or 'asyncpipe file:k1 -' (read it)")
+        assertEquals(e.exitCode, ExitCode.Usage)
+      case other => fail(s"expected a refusal, got $other")
 
   test("a refusal names the address, what stdin and stdout are, and the explicit FROM TO form"):
     inferRole(File("data.txt"), Pipe, RegularFile) match

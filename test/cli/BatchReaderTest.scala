@@ -84,7 +84,7 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
     val input = Array.fill[Byte](500)('a')
     val e = intercept[FramingException](readAll(Framing.Lines, input ++ "\n".getBytes, BufferPool(16, keep = 2), maxFrame = 100, () => 7))
     // Known too long once a buffer of the largest allowed frame (100 bytes and its newline) is full.
-    assertEquals(e.getMessage, FrameDecoder.tooLongMessage(Framing.Lines, 101, exact = false, 100))
+    assertEquals(e.getMessage, FrameDecoder.tooLongMessage(Framing.Lines, 101, exact = false, 100, at = 0))
   }
 
   test("len: a prefix over the limit fails at once; a stream that ends inside a frame fails at the end") {
@@ -93,10 +93,39 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
     assert(e.getMessage.contains("1000"), e.getMessage)
     val cut = ByteBuffer.allocate(6).putInt(10).put(1.toByte).put(2.toByte).array()
     val t = intercept[FramingException](readAll(Framing.Len, cut, BufferPool(64, keep = 2), maxFrame = 100, () => 6))
-    assertEquals(t.getMessage, FrameDecoder.truncatedPayload(2, 10))
+    assertEquals(t.getMessage, FrameDecoder.truncatedPayload(2, 10, at = 0))
     val header = intercept[FramingException](readAll(Framing.Len, Array[Byte](0, 0), BufferPool(64, keep = 2), maxFrame = 100, () => 2))
-    assertEquals(header.getMessage, FrameDecoder.truncatedHeader(2))
+    assertEquals(header.getMessage, FrameDecoder.truncatedHeader(2, at = 0))
   }
+
+  // Issue 35: 20,000 valid len frames and a prefix claiming 2 GB lost the frames read with it.
+  for framing <- Seq(Framing.Lines, Framing.Nul, Framing.Len); bufferSize <- Seq(16, 64, 4096) do
+    test(s"$framing, buffers of $bufferSize: every frame before one over the limit is handed on, and the error names its offset") {
+      val rnd = Random(bufferSize * 7 + framing.ordinal)
+      for round <- 1 to 60 do
+        val maxFrame = 40
+        val good = frames(framing, rnd.nextInt(50), longest = maxFrame, rnd)
+        val prefix = encode(framing, good, lastTerminated = true)
+        val bad =
+          if framing == Framing.Len then ByteBuffer.allocate(4 + 3).putInt(if rnd.nextBoolean() then Int.MaxValue else maxFrame + 1).array()
+          else Array.fill[Byte](maxFrame + 1 + rnd.nextInt(3 * maxFrame))('a') ++ Array(framing.delimiter.toByte)
+        val after = encode(framing, frames(framing, rnd.nextInt(5), longest = 10, rnd), lastTerminated = true)
+        val input = prefix ++ bad ++ after
+        val reader = BatchReader(framing, BufferPool(bufferSize, keep = 4), maxFrame)
+        val got = Vector.newBuilder[Frame]
+        var at = 0
+        val e = intercept[FramingException] {
+          while at < input.length do
+            val room = reader.room
+            val n = math.min(math.min(1 + rnd.nextInt(3 * bufferSize), room.remaining), input.length - at)
+            room.put(input, at, n)
+            at += n
+            reader.filled(b => got ++= b.frames)
+          reader.finish(b => got ++= b.frames)
+        }
+        assertEquals(got.result(), good, s"round $round: the frames before the bad one")
+        assert(e.getMessage.contains(s"at byte ${prefix.length} of the stream"), s"round $round: ${e.getMessage}")
+    }
 
   test("a released batch's buffer is reused, the last given back first; a shared one only after every release") {
     val pool = BufferPool(32, keep = 4)

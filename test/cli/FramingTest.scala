@@ -164,6 +164,35 @@ class FramingTest extends munit.FunSuite with Watchdog:
   private def assertMentions(e: Throwable, parts: String*): Unit =
     for p <- parts do assert(e.getMessage.contains(p), s"expected the message to mention '$p', got: ${e.getMessage}")
 
+  // Issue 35: a frame over the limit must not take the whole frames fed with it down with it.
+  for (batched, name) <- Seq(false -> "FrameDecoder", true -> "BatchDecoder") do
+    test(s"$name: every frame before one over the limit is handed on, and the error names the offset where it starts"):
+      val rnd = Random(35)
+      for framing <- boundaryKinds; round <- 0 until 300 do
+        val maxFrame = 50
+        val good = randomFrames(framing, rnd).filter(_.length <= maxFrame).map(f => Frame(f.payload))
+        val prefix = encode(framing, good)
+        val bad =
+          if framing == Framing.Len then java.nio.ByteBuffer.allocate(6).putInt(maxFrame + 1 + rnd.nextInt(1 << 30)).array()
+          else Array.fill[Byte](maxFrame + 1 + rnd.nextInt(200))('a') ++ Array(framing.delimiter.toByte)
+        val input = prefix ++ bad ++ encode(framing, Seq(Frame("after")))
+        // Collected as they are emitted: the call that fails has handed some on before it throws.
+        val got = Vector.newBuilder[Frame]
+        val frames = FrameDecoder(framing, maxFrame)
+        val batches = BatchDecoder(framing, maxFrame)
+        val emitBatch: FrameBatch => Unit = b => got ++= b.frames
+        val emitFrame: Frame => Unit = got += _
+        var from = 0
+        val e = interceptFraming {
+          for to <- randomCuts(input.length, rnd) :+ input.length do
+            val piece = chunk(input, from, to, round % 4)
+            if batched then batches.feed(piece)(emitBatch) else frames.feed(piece)(emitFrame)
+            from = to
+          if batched then batches.finish(emitBatch) else frames.finish(emitFrame)
+        }
+        assertEquals(got.result(), good, s"$framing round $round: the frames before the bad one")
+        assertMentions(e, s"at byte ${prefix.length} of the stream")
+
   // ---- round trips -----------------------------------------------------------------------------
 
   private val decoders = Seq(false -> "FrameDecoder", true -> "BatchDecoder")

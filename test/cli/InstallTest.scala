@@ -69,6 +69,12 @@ class InstallTest extends munit.FunSuite:
       for args <- Seq(Seq("-", "-"), Seq("mux"), Seq("run", "- | mux | -")) do
         val spun = spunLambdas(args*)
         assert(spun.isEmpty, s"asyncpipe ${args.mkString(" ")} spun ${spun.size} lambdas at run time:\n${spun.mkString("\n")}")
+      // Issue 35: out of file descriptors, the installed launcher (whose classes come from the AOT
+      // cache, the jar opened only for others) reported a NoClassDefFoundError, not the reason.
+      val inputs = (1 to 80).map { i => val f = tmp / s"in$i"; os.write(f, s"$i\n"); s"--in file:$f" }.mkString(" ")
+      val starved = os.proc("bash", "-c", s"ulimit -n 40; exec $launcher mux $inputs").call(stdin = "", stderr = os.Pipe, check = false)
+      assertEquals(starved.exitCode, ExitCode.Runtime, starved.err.text())
+      assert(starved.err.text().matches("(?s)asyncpipe: file:\\S+/in\\d+: open \\S+: too many open files\\s*"), starved.err.text())
       val first = installed()
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.jar""")), first.keys)
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.aot""")), first.keys)
