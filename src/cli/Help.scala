@@ -40,7 +40,7 @@ object Help:
        |${table(addressForms)}
        |
        |Exit status: 0 done, 1 runtime error, 2 usage error, 124 a run timed out, 126/127 a command cannot
-       |run / was not found, 130 SIGINT, 141 downstream closed, 143 SIGTERM.
+       |run / was not found, 129 SIGHUP, 130 SIGINT, 141 downstream closed, 143 SIGTERM.
        |""".stripMargin
 
 /** The tokens that ask for help or for the version. Not in [[Help]], whose tables a verb's start-up
