@@ -18,6 +18,8 @@ final class Counters(val name: String):
   @volatile var kernelDrops = 0L
   /** Frames missing by their sequence numbers (`--check-seq`). */
   @volatile var seqGaps = 0L
+  /** Frames that ended without their terminator (the last line of a rotated file, of a stream). */
+  @volatile var unterminated = 0L
 
   def add(batch: FrameBatch, countFrames: Boolean): Unit =
     bytes += batch.length

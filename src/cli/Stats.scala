@@ -7,8 +7,8 @@ import java.util.Locale
   * only (stdout carries data and nothing else).
   *   - `--stats`: one summary line at exit.
   *   - `--stats-json`: one JSON object per line, every second and at exit (`"final": true`):
-  *     elapsed seconds, and per input and output its address, frames, bytes, drops, kernel drops
-  *     and sequence gaps. Bytes are counted as they arrive or leave: terminators and length
+  *     elapsed seconds, and per input and output its address, frames, bytes, drops, kernel drops,
+  *     sequence gaps and unterminated frames. Bytes are counted as they arrive or leave: terminators and length
   *     prefixes included, for streams and datagrams alike.
   *   - `--progress`: a line rewritten in place every quarter second, only when stderr is a
   *     terminal; cleared at exit. Plain text: no colours (NO_COLOR holds trivially).
@@ -71,7 +71,7 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
   def json(isFinal: Boolean): String =
     refresh()
     def endpoint(c: Counters) =
-      s"""{"address":${StatsReporter.quote(c.name)},"frames":${c.frames},"bytes":${c.bytes},"dropped":${c.dropped},"kernel_drops":${c.kernelDrops},"seq_gaps":${c.seqGaps}}"""
+      s"""{"address":${StatsReporter.quote(c.name)},"frames":${c.frames},"bytes":${c.bytes},"dropped":${c.dropped},"kernel_drops":${c.kernelDrops},"seq_gaps":${c.seqGaps},"unterminated":${c.unterminated}}"""
     String.format(Locale.ROOT, """{"final":%s,"elapsed_s":%.3f,"inputs":[%s],"outputs":[%s]}""",
       isFinal.toString, seconds, inputs.map(i => endpoint(i.counters)).mkString(","), outputs.map(o => endpoint(o.counters)).mkString(","))
 
