@@ -5,8 +5,7 @@ import asyncpipe.io.IoFailure
 import java.io.{FileDescriptor, FileInputStream, IOException}
 import java.nio.ByteBuffer
 import java.nio.channels.{FileChannel, ReadableByteChannel}
-import java.nio.file.{Files, LinkOption, Path, StandardOpenOption}
-import java.nio.file.attribute.BasicFileAttributes
+import java.nio.file.{Files, Path, StandardOpenOption}
 
 /** What one endpoint has moved, for `--stats`: written by the endpoint's own thread, read by any. */
 final class Counters(val name: String):
@@ -102,10 +101,9 @@ object Message:
 // Streams
 
 /** Standard input, or a file (regular, FIFO, device) read from its start; with `follow`, a file
-  * read on as it grows and across rotation (as `tail -F`): at its end the input waits, and when
-  * the path names a new file (rotated away) or the file shrank (truncated), it reads the new file
-  * from its start. A partial last frame is kept until its end arrives. The input reads into
-  * direct buffers of `pool`, which become its messages as they are ([[BatchReader]]).
+  * read on as it grows and across rotation and truncation (as `tail -F`), by a [[Follow]]. A
+  * partial last frame is kept until its end arrives. The input reads into direct buffers of
+  * `pool`, which become its messages as they are ([[BatchReader]]).
   */
 final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean, pool: BufferPool,
     finalDelimiter: FinalDelimiter = FinalDelimiter.Warn) extends Input:
@@ -118,6 +116,8 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
   private var streamed = false
   @volatile private var notes: List[String] = Nil
   @volatile private var closed = false
+  // With `follow`: what reads the file, and the files that later take its name.
+  private var follower: Follow | Null = null
 
   private def path: Option[Path] = address match
     case Address.File(p, _, _, _) => Some(Path.of(p))
@@ -132,7 +132,11 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
   private var growth: PipeSize.Growth | Null = null
 
   def open(): Unit =
-    channel = path match
+    if follow then
+      val f = Follow(path.get, address.render, framing, pool, counters, countFrames)
+      f.open()
+      follower = f
+    else channel = path match
       case None =>
         growth = PipeSize.Growth(0)
         val in = FileInputStream(FileDescriptor.in)
@@ -140,9 +144,13 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         streamed = StreamKind.of(0) != StreamKind.RegularFile
         in.getChannel
       case Some(p) =>
-        regular = !follow && Files.isRegularFile(p)
-        streamed = !Files.isRegularFile(p)
+        regular = Files.isRegularFile(p)
+        streamed = !regular
         openFile(p)
+
+  override def opened: Seq[String] =
+    val f = follower
+    if f != null then f.notices else Nil
 
   override def atHand: Boolean =
     val in = stdin
@@ -157,19 +165,22 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         throw CliError.Failed(EndpointFailure(address.render, s"open $p", e))
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
+    val f = follower
+    if f != null then f.pump(out) else readStream(out)
+
+  private def readStream(out: SendableChannel[FrameBatch])(using Async): Unit =
     val reader = BatchReader(framing, pool)
     val emit: FrameBatch => Unit = batch =>
       if !batch.terminated then endedInsideFrame(batch)
       counters.add(batch, countFrames)
       out.send(batch)
-    var ch = channel.nn
-    var identity = path.filter(_ => follow).map(fileKey)
+    val ch = channel.nn
     var done = false
     // A kernel copy takes over once the stream has passed `KernelCopy.After` bytes.
     // (Nothing of it is looked at before then: not even the classes are loaded.)
     var kernel = out match
-      case sink: KernelSink if framing != Framing.Len && !countFrames && !follow => sink
-      case _                                                                   => null
+      case sink: KernelSink if framing != Framing.Len && !countFrames => sink
+      case _                                                        => null
     var read = 0L
     while !done && !closed do
       if kernel != null && read >= KernelCopy.After then
@@ -177,22 +188,9 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         kernel = null
       val n = if done then 0 else readOnce(ch, reader, emit)
       if n > 0 then read += n
-      else if n < 0 && !follow then
+      else if n < 0 then
         reader.finish(emit)
         done = true
-      else if n < 0 then
-        // Following: wait, then see whether the path still names this file, and how long it is.
-        Thread.sleep(Endpoints.FollowPollMillis)
-        val p = path.get
-        val now = if Files.exists(p) then Some(fileKey(p)) else None
-        val fc = ch.asInstanceOf[FileChannel]
-        if now.isDefined && now != identity then // rotated: finish the old file, then the new one
-          drainRest(fc, reader, emit)
-          fc.close()
-          ch = openFile(p)
-          channel = ch
-          identity = now
-        else if now.isDefined && Files.size(p) < fc.position() then fc.position(0) // truncated
 
   override def endNotes: Seq[String] = notes.reverse
 
@@ -256,14 +254,10 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
         if m > 0 then n += m else more = false
     n
 
-  private def drainRest(fc: FileChannel, reader: BatchReader, emit: FrameBatch => Unit): Unit =
-    while fc.read(reader.room) > 0 do reader.filled(emit)
-
-  private def fileKey(p: Path): AnyRef =
-    Files.readAttributes(p, classOf[BasicFileAttributes], LinkOption.NOFOLLOW_LINKS).fileKey()
-
   def close(): Unit =
     closed = true
+    val f = follower
+    if f != null then f.close()
     if path.isDefined then
       val ch = channel
       if ch != null then try ch.close() catch case _: IOException => ()
@@ -381,7 +375,7 @@ object Endpoints:
   val ReadSize: Int = 256 * 1024
   /** What a pipe holds by default on Linux (see [[PipeSize]]): reading on is worth it while there is room for that. */
   val DefaultPipeSize: Int = 64 * 1024
-  /** How often a followed file is looked at again once its end is reached. */
+  /** How often a followed file is looked at again when no change was notified ([[Follow]]). */
   val FollowPollMillis: Long = 100
 
   /** The input for a source address. */

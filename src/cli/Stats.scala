@@ -8,8 +8,9 @@ import java.util.Locale
   *   - `--stats`: one summary line at exit.
   *   - `--stats-json`: one JSON object per line, every second and at exit (`"final": true`):
   *     elapsed seconds, and per input and output its address, frames, bytes, drops, kernel drops,
-  *     sequence gaps and unterminated frames (a stream that ended inside its last frame). Bytes are counted as they arrive or leave: terminators and length
-  *     prefixes included, for streams and datagrams alike.
+  *     sequence gaps and unterminated frames (a stream that ended inside its last frame, a
+  *     rotated file's last line). Bytes are counted as they arrive or leave: terminators and
+  *     length prefixes included, for streams and datagrams alike.
   *   - `--progress`: a line rewritten in place every quarter second, only when stderr is a
   *     terminal; cleared at exit. Plain text: no colours (NO_COLOR holds trivially).
   * Under `--stats-json` the `--stats` line is `{"summary": ...}`, as the flow's other lines are
