@@ -146,12 +146,18 @@ object TaskSessionTest:
       else Some(pid -> s"pid $pid (group ${fields.get(2)}, session ${fields.get(3)}): ${args.mkString(" ")}")
     }
 
-  /** Waits (bounded) until a process with each of `markers` runs: the command got that far. */
+  /** Waits until a process with each of `markers` runs (the command got that far), at most
+    * [[Startup]]: the wait includes the tool's JVM starting on a busy machine.
+    */
   def awaitRunning(markers: String*)(using Location): Unit =
-    Support.eventually(s"processes with ${markers.mkString(", ")} to start") {
+    def started =
       val found = holding(markers).map(_._2)
       markers.forall(m => found.exists(_.split(' ').contains(m)))
-    }
+    val deadline = System.nanoTime() + Startup * 1_000_000
+    while !started do
+      if System.nanoTime() - deadline > 0 then
+        munit.Assertions.fail(s"no processes with ${markers.mkString(", ")} within $Startup ms")
+      java.util.concurrent.locks.LockSupport.parkNanos(1_000_000)
 
   /** Asserts that no process with any of `markers` is left (after a short bounded wait, for what
     * is being reaped). What is found is killed before the test fails, and named in the failure.
