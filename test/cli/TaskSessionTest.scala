@@ -62,6 +62,18 @@ class TaskSessionTest extends munit.FunSuite, Watchdog:
       assertEquals(r.exit(Startup), status, r.err)
       assertNoneLeft(u1, u2)
 
+  e2e.test("a second SIGTERM kills the whole session at once, what ignores SIGTERM in another group too: 143, nothing left"): env =>
+    val u = marker()
+    // bash and its job ignore SIGTERM, and the grace before SIGKILL is long: only the second
+    // signal's kill can end them within the test's bounds.
+    val r = start(env, "every", "10s", "--kill-after", "60s", "-v", "--", "bash", "-c", s"trap '' TERM; set -m; sleep $u & wait")
+    awaitRunning(u)
+    kill("TERM", r.process.pid)
+    Support.eventually("the first SIGTERM to be taken") { r.err.contains("SIGTERM: stopping") }
+    kill("TERM", r.process.pid)
+    assertEquals(r.exit(), ExitCode.Terminated, r.err)
+    assertNoneLeft(u)
+
   e2e.test("SIGHUP is forwarded to the running command as SIGHUP: exit 129, the command's trap ran, nothing left"): env =>
     val u = marker()
     val r = start(env, "every", "10s", "--", "sh", "-c", s"trap 'echo got-hup >&2; exit 9' HUP; sleep $u & wait")
