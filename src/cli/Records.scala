@@ -24,10 +24,10 @@ final class Records(out: OwnedOutput, control: Control):
   @volatile private var written = 0L
 
   /** Watches the reader of our stdout, when it is a pipe or a socket, once nothing has been
-    * written for [[ReaderWatch.TaskIdleMillis]] ([[ReaderWatch]]): if it goes away, the run is halted with
-    * [[CliError.DownstreamGone]] as a failed write would have halted it, and the halt stops the
-    * running commands. Null when the output is not one of the process's descriptors. The caller
-    * stops the watch at the end of the run.
+    * written for [[ReaderWatch.TaskIdleMillis]] ([[ReaderWatch]]): if it goes away, the run is
+    * halted with [[CliError.DownstreamGone]] as a failed write would have halted it, and the halt
+    * stops the running commands. Null when the output is not one of the process's descriptors.
+    * The caller stops the watch at the end of the run.
     */
   def watchReader(): ReaderWatch | Null =
     val fd = out.descriptor
