@@ -8,15 +8,19 @@ import java.util.concurrent.CancellationException
   */
 final case class Exit(status: Int, timedOut: Boolean, millis: Long)
 
-/** Runs the command once per call, each time in a process group of its own, and makes sure the
-  * whole group is gone before the call returns:
+/** Runs the command once per call, each time in a session and process group of its own, and
+  * makes sure the whole session is gone before the call returns (every signal here goes to each
+  * process group of the session: [[ProcessGroup.signal]]):
   *
-  *   - the command ends by itself: anything it left running in its group gets SIGTERM, then
+  *   - the command ends by itself: anything it left running in its session gets SIGTERM, then
   *     SIGKILL after `killAfterMillis` (nothing outlives its attempt; a program meant to must
   *     start a session of its own);
-  *   - it runs past `timeoutMillis`: SIGTERM to the group, SIGKILL after `killAfterMillis`;
+  *   - it runs past `timeoutMillis`: SIGTERM to the session, SIGKILL after `killAfterMillis`;
   *   - the caller is cancelled (a stop, whose signal [[LiveGroups.stop]] has forwarded to the
-  *     group already): as after a timeout, then the cancel goes on.
+  *     session already): as after a timeout, then the cancel goes on.
+  *
+  * SIGKILL is sent again for as long as anything of the session is left (a process that a fork
+  * and a new group put out of the last signal's reach), up to a bound.
   *
   * Its stdout goes through [[Records]]; the call also waits (at most the grace) for the last of
   * it, so the output of one attempt is out before the next begins.
@@ -56,8 +60,8 @@ final class Attempt(
       case None    => { Async.await(group.exited); true }
       case Some(t) => Attempt.within(group.exited, t)
 
-  /** Ends the group: waits for the command (SIGKILL once the grace from `signalledAt` is over),
-    * stops what it left in its group, and waits for the end of its output.
+  /** Ends the session: waits for the command (SIGKILL once the grace from `signalledAt` is
+    * over), stops what it left in its session, and waits for the end of its output.
     */
   private def finish(group: ProcessGroup, pumped: Future[Unit], signalledAt: Long)(using Async): Unit =
     def graceLeft(from: Long) = killAfterMillis - (System.nanoTime() - from) / 1_000_000
@@ -65,10 +69,8 @@ final class Attempt(
     Async.await(group.exited)
     if group.alive then
       val termAt = if signalledAt != 0 then signalledAt else { group.signal("TERM"); System.nanoTime() }
-      if !Attempt.poll(!group.alive, graceLeft(termAt)) then
-        group.signal("KILL")
-        Attempt.poll(!group.alive, killAfterMillis.max(1000))
-    // A process that left the group (a daemon in a session of its own) may still hold the
+      if !Attempt.poll(!group.alive, graceLeft(termAt)) then Attempt.killAll(group, killAfterMillis.max(1000))
+    // A process that left the session (a daemon, which made one of its own) may still hold the
     // command's stdout: its output goes on, but the attempt does not wait for it. Mostly the
     // output ends a moment after the command: looked for first without a timer.
     if !Attempt.soon(pumped) then Attempt.within(pumped, killAfterMillis.max(100))
@@ -94,8 +96,18 @@ object Attempt:
 
   private val SoonMicros = 2000L
 
-  /** Checks `done` every 10 ms for at most `millis`: for states without an event (a process
-    * group emptying). Whether it came true.
+  /** SIGKILL to every process of `group`'s session, and again every [[LiveGroups.AgainMillis]]
+    * to what is still there, until it is empty or `millis` have passed.
+    */
+  private def killAll(group: ProcessGroup, millis: Long)(using Async): Unit =
+    val end = System.nanoTime() + millis * 1_000_000
+    var gone = false
+    while !gone && end - System.nanoTime() > 0 do
+      group.signal("KILL")
+      gone = poll(!group.alive, LiveGroups.AgainMillis.min((end - System.nanoTime()) / 1_000_000))
+
+  /** Checks `done` every 10 ms for at most `millis`: for states without an event (a session
+    * emptying). Whether it came true.
     */
   private def poll(done: => Boolean, millis: Long)(using Async): Boolean =
     val end = System.nanoTime() + millis * 1_000_000

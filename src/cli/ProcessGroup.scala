@@ -99,12 +99,18 @@ object StartLog:
     def log(level: System.Logger.Level, bundle: java.util.ResourceBundle, msg: String, thrown: Throwable): Unit = ()
     def log(level: System.Logger.Level, bundle: java.util.ResourceBundle, format: String, params: Object*): Unit = ()
 
-/** One command running in a session and process group of its own, whose leader it is. Its stdin
-  * is /dev/null (repeated runs cannot share one input), its stderr asyncpipe's, and its stdout a
-  * pipe for [[Records]].
+/** One command running in a session and process group of its own, whose leader it is (the
+  * session's id and the group's are the command's pid). Its stdin is /dev/null (repeated runs
+  * cannot share one input), its stderr asyncpipe's, and its stdout a pipe for [[Records]].
+  *
+  * Everything the command starts stays in its session unless it calls setsid(2) itself (a daemon
+  * does): a process that makes a process group of its own (setpgid(2): `set -m` in a shell, or
+  * `timeout`, which makes one for its child) leaves the group but not the session. So every
+  * signal to the run, and the look for what is left of it, is for the whole session: the group by
+  * its id, each other group of the session found in /proc ([[ProcStat]]).
   */
 final class ProcessGroup private (process: Process, tools: GroupTools, startedAfter: PidClock | Null):
-  /** The process group id: the command's pid. */
+  /** The session id, and the id of the command's own process group: the command's pid. */
   val id: Long = process.pid()
 
   /** The command's exit status once it ends (128 + N when a signal N ended it). */
@@ -123,28 +129,83 @@ final class ProcessGroup private (process: Process, tools: GroupTools, startedAf
 
   def stdout: InputStream = process.getInputStream
 
-  /** Sends signal `name` (TERM, INT, KILL) to every process of the group. In the moment between
-    * the start and setsid(2) there is no group yet: then the signal goes to the pid, which still
-    * is `setsid` itself, so the command is never started.
+  /** Sends signal `name` (TERM, INT, HUP, KILL) to every process of the session, in one `kill`:
+    * to the command's group (`-ID`) and to each other group of the session that /proc shows now,
+    * each by its group id (`-PGID`), so that a process that forks meanwhile in any of them gets
+    * the signal in its child too (the kernel delivers a signal to a group and a fork in it
+    * atomically). A process that moves to a new group after the look escapes this signal: the
+    * callers look again and signal again ([[alive]]).
+    *
+    * A group's id stays taken while any process is in the group, and /proc is read just before
+    * the signal (never kept from an earlier look), so a signal reaches a process of another
+    * session only if the group emptied and the kernel handed out every other free pid in the
+    * milliseconds before `kill` runs.
+    *
+    * In the moment between the start and setsid(2) there is no session or group yet (and /proc
+    * shows none): then the signal goes to the pid, which still is `setsid` itself, so the
+    * command is never started.
     */
   def signal(name: String): Unit =
-    if !ProcessGroup.kill(tools, name, s"-$id") then ProcessGroup.kill(tools, name, id.toString)
+    val others = otherGroups()
+    if others.isEmpty then
+      if !ProcessGroup.kill(tools, name, Seq(s"-$id")) then ProcessGroup.kill(tools, name, Seq(id.toString))
+    else
+      // The session exists, its own group may be empty already: kill(1) goes on past a target
+      // that is gone, and reports it in its status, which is of no use here.
+      val targets = new Array[String](others.length + 1)
+      targets(0) = s"-$id"
+      var i = 0
+      while i < others.length do
+        targets(i + 1) = s"-${others(i)}"
+        i += 1
+      ProcessGroup.kill(tools, name, targets.toSeq)
 
-  /** Whether any process of the group is still running (zombies count as gone); Linux /proc. It
-    * runs after each run, mostly in a cold JVM: it reads the stat files only of the pids handed
-    * out since the group started when [[PidClock]] can tell them ("every process" otherwise),
-    * with one buffer for all, parsed in place.
+  /** Whether any process of the session is still running (zombies count as gone); Linux /proc.
+    * It runs after each run, mostly in a cold JVM: it reads the stat files only of the pids
+    * handed out since the command started when [[PidClock]] can tell them ("every process"
+    * otherwise), with one buffer for all, parsed in place.
     */
-  def alive: Boolean =
+  def alive: Boolean = scan(null)
+
+  /** The ids of the session's process groups other than the command's, each once. */
+  private[cli] def otherGroups(): Array[Long] =
+    val found = LongSet()
+    scan(found)
+    found.toArray
+
+  /** Looks through the processes that can be in the session (see [[PidClock]]): whether any of
+    * them is, and not a zombie. With `groups`, it looks through all of them and adds the group
+    * of each one not in the command's own group; without, it stops at the first one found.
+    */
+  private def scan(groups: LongSet | Null): Boolean =
     val window = PidClock.window(startedAfter, PidClock.read())
     val pids = File("/proc").list()
-    val buffer = new Array[Byte](ProcessGroup.StatPrefix)
+    val buffer = new Array[Byte](ProcStat.Prefix)
+    val ids = new Array[Long](2)
+    var any = false
     var i = 0
-    while pids != null && i < pids.length do
+    while pids != null && i < pids.length && (groups != null || !any) do
       val pid = PidClock.parsePid(pids(i))
-      if pid > 0 && (window == null || window.holds(pid)) && ProcessGroup.inGroup(pids(i), id, buffer) then return true
+      if pid > 0 && (window == null || window.holds(pid)) && ProcStat.read(pids(i), buffer, ids) && ids(1) == id then
+        any = true
+        if groups != null && ids(0) != id then groups.add(ids(0))
       i += 1
-    false
+    any
+
+/** A few distinct longs (the group ids of one session), in the order they were added. */
+private final class LongSet:
+  private var values = new Array[Long](4)
+  private var size = 0
+
+  def add(v: Long): Unit =
+    var i = 0
+    while i < size && values(i) != v do i += 1
+    if i == size then
+      if size == values.length then values = java.util.Arrays.copyOf(values, 2 * size)
+      values(size) = v
+      size += 1
+
+  def toArray: Array[Long] = java.util.Arrays.copyOf(values, size)
 
 object ProcessGroup:
   /** Readies the JDK for this JVM's first process start on a thread of its own, while the caller
@@ -167,7 +228,7 @@ object ProcessGroup:
       catch case _: ClassNotFoundException => () // another JDK: its start does what it needs
     Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(ready)
 
-  /** Starts `command` in a group of its own; an IOException if it cannot be started. */
+  /** Starts `command` in a session and group of its own; an IOException if it cannot be started. */
   def start(command: Seq[String], tools: GroupTools): ProcessGroup =
     val builder = ProcessBuilder((tools.setsid +: command)*)
       .redirectInput(Redirect.from(File("/dev/null")))
@@ -176,51 +237,72 @@ object ProcessGroup:
     val before = PidClock.read() // before the leader's pid is handed out
     ProcessGroup(builder.start(), tools, before)
 
-  private def kill(tools: GroupTools, signal: String, target: String): Boolean =
+  /** `kill -s SIGNAL -- TARGET...`; whether it succeeded for every target. */
+  private def kill(tools: GroupTools, signal: String, targets: Seq[String]): Boolean =
     try
-      ProcessBuilder(tools.kill, "-s", signal, "--", target)
+      ProcessBuilder((Seq(tools.kill, "-s", signal, "--") ++ targets)*)
         .redirectInput(Redirect.from(File("/dev/null")))
         .redirectOutput(Redirect.DISCARD)
         .redirectError(Redirect.DISCARD)
         .start().waitFor() == 0
     catch case _: IOException => false
 
-  /** How much of /proc/PID/stat is read: its fields up to the process group and more. */
-  private val StatPrefix = 512
+/** The fields of /proc/PID/stat that tell a process's process group and session: "pid (comm)
+  * state ppid pgrp session ...", where comm may hold spaces and parentheses (up to 15 bytes of
+  * any kind but NUL), so the last ')' ends it: nothing after comm is anything but numbers and
+  * the state's letter.
+  */
+private[cli] object ProcStat:
+  /** How much of /proc/PID/stat is read: its fields up to the session and more. */
+  val Prefix = 512
 
-  /** Whether process `pid` is in group `pgid` and not a zombie, from /proc/PID/stat: "pid (comm)
-    * state ppid pgrp ...", where comm may hold spaces and parentheses (so the last ')' ends it).
-    * `buffer`: room for [[StatPrefix]] bytes.
+  /** Reads process `pid`'s stat into `buffer` (room for [[Prefix]] bytes) and parses it into
+    * `ids` ([[parse]]); false if it is gone or a zombie.
     */
-  private def inGroup(pid: String, pgid: Long, buffer: Array[Byte]): Boolean =
+  def read(pid: String, buffer: Array[Byte], ids: Array[Long]): Boolean =
     val n =
       try
         val in = FileInputStream("/proc/" + pid + "/stat")
-        try in.readNBytes(buffer, 0, StatPrefix)
+        try in.readNBytes(buffer, 0, Prefix)
         finally in.close()
       catch case _: IOException => return false // gone meanwhile
+    parse(buffer, n, ids)
+
+  /** Parses the first `n` bytes of a stat line: false for a zombie (or a task being reaped), or
+    * for text that is not a whole stat prefix; otherwise true, with `ids(0)` the process group
+    * and `ids(1)` the session.
+    */
+  def parse(buffer: Array[Byte], n: Int, ids: Array[Long]): Boolean =
     var at = n - 1
     while at >= 0 && buffer(at) != ')' do at -= 1
     val state = at + 2
-    if at < 0 || state >= n || buffer(state) == 'Z' then return false
-    at = state + 2 // the first digit of ppid
-    while at < n && buffer(at) != ' ' do at += 1
-    at += 1 // the first digit of pgrp
-    val first = at
-    var pgrp = 0L
-    while at < n && buffer(at) >= '0' && buffer(at) <= '9' do
-      pgrp = pgrp * 10 + (buffer(at) - '0')
+    if at < 0 || state >= n || buffer(at + 1) != ' ' || buffer(state) == 'Z' || buffer(state) == 'X' then return false
+    // " ppid pgrp session ": three numbers after the state, each after one space; the session
+    // must be followed by its space, or it might have been cut short by the end of the buffer.
+    at = state + 1
+    var field = 0
+    while field < 3 do
+      if at >= n || buffer(at) != ' ' then return false
       at += 1
-    at > first && pgrp == pgid
+      val first = at
+      var value = 0L
+      while at < n && buffer(at) >= '0' && buffer(at) <= '9' && at - first < 18 do
+        value = value * 10 + (buffer(at) - '0')
+        at += 1
+      if at == first then return false
+      if field > 0 then ids(field - 1) = value
+      field += 1
+    at < n && buffer(at) == ' '
 
 /** What /proc says of the kernel's pid allocator at one moment: the last pid it handed out
   * (/proc/loadavg), how many tasks it has created since boot (/proc/stat "processes", threads
   * included) and how many exist (/proc/loadavg).
   *
-  * It narrows the search for a group's members. Linux hands out pids in a cycle: each new pid
-  * is the first free one after the last pid handed out, wrapping from pid_max to 300. A group's
+  * It narrows the search for a session's members. Linux hands out pids in a cycle: each new pid
+  * is the first free one after the last pid handed out, wrapping from pid_max to 300. A session's
   * leader is started after a reading `before`, and every other member descends from it (setsid
-  * made a new session; only its members can join the group), so all of them have pids in the
+  * made a new session, and a process is only ever in its parent's session or one it made
+  * itself; its process groups are in it too), so all of them have pids in the
   * cyclic range (before.lastPid, now.lastPid] -- unless the allocator has gone all the way
   * round in between. A lap takes pid_max - 300 steps: one per pid handed out (at most the tasks
   * created) and one per pid in use stepped over (at most the tasks that existed, plus as many
@@ -297,8 +379,9 @@ private object ProcFile:
       finally in.close()
     catch case _: IOException => null
 
-/** The process groups running now, so that a stop can reach them all (a signal forwarded, or
-  * SIGKILL when the user will not wait). A group added after a stop is signalled as it joins.
+/** The commands running now (each a session and process group: [[ProcessGroup]]), so that a stop
+  * can reach them all (a signal forwarded, or SIGKILL when the user will not wait). A command
+  * added after a stop is signalled as it joins.
   */
 final class LiveGroups:
   private val groups = ConcurrentHashMap.newKeySet[ProcessGroup]()
@@ -311,10 +394,37 @@ final class LiveGroups:
 
   def remove(g: ProcessGroup): Unit = groups.remove(g)
 
-  /** Sends `signal` to every group now, and to each one added later. */
+  /** Sends `signal` to every session now, and to each one added later. */
   def stop(signal: String): Unit =
     stopSignal = signal
     groups.forEach(_.signal(signal))
 
-  /** SIGKILL to every group now: for a halt that cannot wait. */
-  def killAll(): Unit = groups.forEach(_.signal("KILL"))
+  /** SIGKILL to every session now, then again to any that is not empty yet (a process that moved
+    * to a new group out of the signal's reach, see [[ProcessGroup.signal]]) every
+    * [[LiveGroups.AgainMillis]], for at most [[LiveGroups.KillAllMillis]]: for a halt that cannot
+    * wait, on the thread of the signal that asks for it.
+    */
+  def killAll(): Unit =
+    val all = groups.toArray(new Array[ProcessGroup](0))
+    var i = 0
+    while i < all.length do
+      all(i).signal("KILL")
+      i += 1
+    val end = System.nanoTime() + LiveGroups.KillAllMillis * 1_000_000
+    var left = all.length > 0
+    while left && end - System.nanoTime() > 0 do
+      try Thread.sleep(LiveGroups.AgainMillis)
+      catch case _: InterruptedException => () // nobody interrupts a signal's thread; the bound holds
+      left = false
+      i = 0
+      while i < all.length do
+        if all(i).alive then
+          left = true
+          all(i).signal("KILL")
+        i += 1
+
+object LiveGroups:
+  /** How long [[LiveGroups.killAll]] keeps at it before the process halts anyway. */
+  val KillAllMillis: Long = 300
+  /** How often a session that SIGKILL has not emptied is looked at and signalled again. */
+  val AgainMillis: Long = 50

@@ -17,12 +17,14 @@ import java.nio.file.{Files, Path}
   * daemon thread of its own, through the JDK's foreign function interface (the JDK cannot poll an
   * arbitrary descriptor).
   *
-  * When: only once the output has written nothing for [[IdleMillis]]. A busy output finds out
-  * by its next write anyway, and the first foreign call costs a cold JVM tens of milliseconds of
-  * CPU (see [[PipeSize]]): a short or busy stage never pays it. Until then the thread only
-  * sleeps. Only pipes, FIFOs and sockets are watched; a regular file or a terminal never is.
+  * When: only once the output has written nothing for `idleMillis` ([[IdleMillis]] for a stage;
+  * the task verbs, whose commands are mostly quiet, wait longer: [[TaskIdleMillis]]). A busy
+  * output finds out by its next write anyway, and the first foreign call costs a cold JVM tens of
+  * milliseconds of CPU (see [[PipeSize]]; about 85 ms measured for a task verb on a loaded
+  * 2-core machine): a short or busy stage never pays it. Until then the thread only sleeps.
+  * Only pipes, FIFOs and sockets are watched; a regular file or a terminal never is.
   */
-final class ReaderWatch private (fd: Int, written: () => Long, onGone: () => Unit):
+final class ReaderWatch private (fd: Int, written: () => Long, idleMillis: Long, onGone: () => Unit):
   import ReaderWatch.*
 
   @volatile private var stopped = false
@@ -51,7 +53,7 @@ final class ReaderWatch private (fd: Int, written: () => Long, onGone: () => Uni
     var seen = written()
     var idle = false
     while !idle && !stopped do
-      Thread.sleep(IdleMillis)
+      Thread.sleep(idleMillis)
       val now = written()
       idle = now == seen
       seen = now
@@ -78,17 +80,22 @@ final class ReaderWatch private (fd: Int, written: () => Long, onGone: () => Uni
     finally arena.close()
 
 object ReaderWatch:
-  /** How long an output must have written nothing before its reader is watched. */
+  /** How long a stage's output must have written nothing before its reader is watched. */
   val IdleMillis: Long = 200
+  /** The same for a task verb's stdout: its commands are mostly quiet, and a run shorter than
+    * this never pays for the first poll; a reader that left is still noticed within 1.5 s.
+    */
+  val TaskIdleMillis: Long = 1000
   /** How long one poll waits, so that a stopped watch ends within it. */
   private[cli] val PollMillis: Int = 500
   private val PollErr = 0x008
   private val PollHup = 0x010
 
-  /** Watches the reader of `fd` once nothing has been written to it for a while (`written`
+  /** Watches the reader of `fd` once nothing has been written to it for `idleMillis` (`written`
     * counts what was); calls `onGone` once if that reader goes away before `stop`.
     */
-  def start(fd: Int, written: () => Long)(onGone: () => Unit): ReaderWatch = ReaderWatch(fd, written, onGone)
+  def start(fd: Int, written: () => Long, idleMillis: Long = IdleMillis)(onGone: () => Unit): ReaderWatch =
+    ReaderWatch(fd, written, idleMillis, onGone)
 
   /** `poll(2)`, with errno captured, if it can be linked here. */
   private lazy val poll: Option[MethodHandle] =

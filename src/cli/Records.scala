@@ -14,11 +14,30 @@ import scala.util.Success
   *
   * A line longer than [[FrameDecoder.DefaultMaxFrame]] (16 MiB) is not cut: it ends the run with
   * an error. When the reader of our stdout goes away, the run is halted with
-  * [[CliError.DownstreamGone]] (exit 141).
+  * [[CliError.DownstreamGone]] (exit 141): found by the next write, or while nothing is written
+  * (between runs of `every 1h`, a quiet command) by [[watchReader]].
   */
 final class Records(out: OwnedOutput, control: Control):
   private val lock = ReentrantLock()
   private val writer = FrameWriter(Framing.Lines, out)
+  /** Batches written so far: what [[ReaderWatch]] looks at to tell that the output is idle. */
+  @volatile private var written = 0L
+
+  /** Watches the reader of our stdout, when it is a pipe or a socket, once nothing has been
+    * written for [[ReaderWatch.TaskIdleMillis]] ([[ReaderWatch]]): if it goes away, the run is
+    * halted with [[CliError.DownstreamGone]] as a failed write would have halted it, and the halt
+    * stops the running commands. Null when the output is not one of the process's descriptors.
+    * The caller stops the watch at the end of the run.
+    */
+  def watchReader(): ReaderWatch | Null =
+    val fd = out.descriptor
+    if fd < 0 then null else ReaderWatch.start(fd, Written(), ReaderWatch.TaskIdleMillis)(Gone())
+
+  // Classes, not lambdas, as [[write]] below.
+  private final class Written extends (() => Long):
+    def apply(): Long = written
+  private final class Gone extends (() => Unit):
+    def apply(): Unit = control.halt(Halt.Failed(CliError.DownstreamGone))
 
   /** Copies `in` (a command's stdout) to the output on a thread of its own until its end; the
     * future completes then. Reads are chunks of what the command wrote, passed on at once (no
@@ -41,6 +60,7 @@ final class Records(out: OwnedOutput, control: Control):
     def apply(batch: FrameBatch): Unit =
       lock.lock()
       try
+        written += 1
         writer.write(batch)
         writer.flush()
       finally lock.unlock()

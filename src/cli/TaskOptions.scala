@@ -53,8 +53,8 @@ object TaskOptions:
 
   /** The options every task verb takes (before [[Kind]], whose cases read it as they are made). */
   private val commonSpecs: Seq[Spec] = Seq(
-    Spec("--timeout", Some("D"), "stop a run after D: SIGTERM to its process group, then SIGKILL (status 124)"),
-    Spec("--kill-after", Some("D"), "the grace between SIGTERM and SIGKILL to a run's group (default 2s)"),
+    Spec("--timeout", Some("D"), "stop a run after D: SIGTERM to its session, then SIGKILL (status 124)"),
+    Spec("--kill-after", Some("D"), "the grace between SIGTERM and SIGKILL to a run's session (default 2s)"),
     Spec("--jitter", Some("J"), "spread each delay at random: none (default), full, equal, P% (+-P %), D (+-D)"),
     Spec("--seed", Some("N"), "seed the jitter's random numbers (the same seed, the same delays)"),
     Spec("--deadline", Some("D"), "start no run that could not begin within D of the first one's start"),

@@ -8,18 +8,18 @@ import scala.util.{Failure, Random, Success, Try}
 
 /** Why a task run ended before its schedule did; the first reason wins. */
 enum Halt:
-  /** SIGINT, SIGTERM or SIGHUP: forwarded to the running commands; the status is 130 or 143. */
+  /** SIGINT, SIGTERM or SIGHUP: forwarded to the running commands; the status is 130, 143 or 129. */
   case Signalled(stop: Stop)
   /** An error of asyncpipe's own (the reader of its stdout gone, a command that cannot start). */
   case Failed(error: CliError)
 
-  /** The signal the running commands' groups get. */
+  /** The signal the running commands' sessions get. */
   def signal: String = this match
     case Signalled(stop) => stop.signalName
     case Failed(_)       => "TERM"
 
 /** The one place a run is stopped from outside the schedule: records the first [[Halt]], forwards
-  * its signal to every running command's group and cancels what runs the schedule.
+  * its signal to every running command's session and cancels what runs the schedule.
   */
 final class Control(live: LiveGroups):
   private val reason = AtomicReference[Halt | Null](null)
@@ -136,12 +136,16 @@ final class TaskRunner(options: TaskOptions, io: Io):
     val live = LiveGroups()
     val control = Control(live)
     val tally = Tally()
-    val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, Records(io.out, control), live)
+    val records = Records(io.out, control)
+    val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, records, live)
     Signals.onStop(
       stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(Halt.Signalled(stop)) },
       status => { live.killAll(); Signals.endNow(status) }
     )
-    val result: Try[Unit] = Bodies.blocking(Execution(attempt, control, tally))
+    val watch = records.watchReader() // a thread that sleeps until the output is idle
+    val result: Try[Unit] =
+      try Bodies.blocking(Execution(attempt, control, tally))
+      finally if watch != null then watch.stop()
     control.halted match
       case Some(Halt.Signalled(stop)) => Right(stop.exitCode)
       case Some(Halt.Failed(error))   => Left(error)

@@ -24,9 +24,11 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |
        |${description.stripMargin.trim}
        |
-       |Each run: CMD and ARGS are run as they are, without a shell, in a process group of its own
+       |Each run: CMD and ARGS are run as they are, without a shell, in a session of its own
        |(setsid), with stdin from /dev/null and stderr passed through; its stdout is passed on as
-       |whole lines (so this is a pipeline source). '--' ends asyncpipe's options.
+       |whole lines (so this is a pipeline source). '--' ends asyncpipe's options. A timeout, a stop
+       |and the end of the run reach every process of that session, in whatever process group
+       |(set -m, timeout): nothing is left running but what left the session itself (a daemon).
        |Durations: a number and a unit, ms, s, m or h (1.5s, 250ms, 2m).
        |
        |Options:
@@ -36,8 +38,9 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |  ${TaskVerb.exitStatus(kind)}
        |  124      the last run timed out
        |  126/127  CMD cannot be run / is not found (checked before the first run)
-       |  130/143  SIGINT/SIGTERM (forwarded to a running CMD's process group first)
-       |  141      the reader of stdout went away; 2 a usage error
+       |  129      SIGHUP (forwarded to a running CMD's session first, as SIGINT/SIGTERM are)
+       |  130/143  SIGINT/SIGTERM (forwarded to a running CMD's session first)
+       |  141      the reader of stdout went away (noticed while idle too); 2 a usage error
        |
        |Examples:
        |${examples.map("  " + _).mkString("\n")}

@@ -187,4 +187,4 @@ class TaskOptionsTest extends munit.FunSuite:
       val r = run(verb.name, "--help")
       assertEquals(r.status, 0)
       for spec <- Kind.valueOf(verb.name.capitalize).specs do assert(r.out.contains(spec.form), s"${verb.name} --help lacks ${spec.form}")
-      for s <- Seq("124", "127", "130/143", "setsid", "Durations") do assert(r.out.contains(s), s"${verb.name} --help lacks $s")
+      for s <- Seq("124", "127", "129", "130/143", "setsid", "Durations") do assert(r.out.contains(s), s"${verb.name} --help lacks $s")
