@@ -22,13 +22,13 @@ object Support:
   def awaitLatch(latch: CountDownLatch, what: String)(using Location): Unit =
     Assertions.assert(latch.await(Patience, TimeUnit.MILLISECONDS), s"timed out after $Patience ms waiting for $what")
 
-  /** Waits until `cond` holds, polling; fails after `Patience`. For states that have no latch,
-    * such as "that thread is now parked".
+  /** Waits until `cond` holds, polling; fails after `bound` ms (`Patience` by default). For states
+    * that have no latch, such as "that thread is now parked".
     */
-  def eventually(what: String)(cond: => Boolean)(using Location): Unit =
-    val deadline = System.nanoTime() + Patience * 1_000_000
+  def eventually(what: String, bound: Long = Patience)(cond: => Boolean)(using Location): Unit =
+    val deadline = System.nanoTime() + bound * 1_000_000
     while !cond do
-      if System.nanoTime() > deadline then Assertions.fail(s"timed out after $Patience ms waiting for $what")
+      if System.nanoTime() > deadline then Assertions.fail(s"timed out after $bound ms waiting for $what")
       java.util.concurrent.locks.LockSupport.parkNanos(200_000)
 
   /** Waits until `t` is blocked (parked, sleeping or waiting on a monitor or lock). */

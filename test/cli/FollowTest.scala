@@ -145,7 +145,7 @@ class FollowTest extends munit.FunSuite with Watchdog:
     os.write(log, whole)
     assertEquals(r.exit(), ExitCode.Runtime, r.err)
     assertEquals(os.read.bytes(r.stdoutFile).toSeq, whole.toSeq)
-    assert(r.err.contains(s"file:$log,follow: the stream ended inside a len frame: 3 of its 9 payload bytes came (the file was rotated or truncated there)"), r.err)
+    assert(r.err.contains(s"file:$log,follow: the stream ended inside a len frame at byte 9: 3 of its 9 payload bytes came (the file was rotated or truncated there)"), r.err)
 
   // -----------------------------------------------------------------------------------------------
   // Files that are not there
