@@ -813,6 +813,59 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
         assertEmptyNow(ch)
       checked(ch)
 
+  for kind <- cancelKinds if kind == Rendezvous do
+    test(s"$kind: a reader cancelled while it spins on its cell takes nothing sent after: the cancel claims the cell"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        val reader = spinningReader(ch) // it spins for seconds, and does not look at interrupts meanwhile
+        reader.cancel()
+        assertCancelledNow(reader.future.nn)
+        // the parties to come need not spin for seconds (on one carrier, that would keep the other off it)
+        seg(ch).setSpinBudget(16)
+        val sender = start("the sender of 5")(ch.send(5))
+        assertEquals(within("a fresh read")(ch.read()), Success(5), s"the value went to the cancelled reader: ${dumpOf(ch)}")
+        assertEquals(sender.result, Success(()))
+        reader.assertEndedCancelled()
+        assertEmptyNow(ch)
+      checked(ch)
+
+    for accept <- List(false, true) do
+      test(s"$kind: a listener deciding on a parked sender's value when the sender is cancelled: ${if accept then "its acceptance makes the send return as sent" else "its refusal cancels the send, and the value goes to no one"}"):
+        val ch = kind.make[Int]()
+        val deciding = CountDownLatch(1)
+        val decide = CountDownLatch(1)
+        val offered = java.util.concurrent.ConcurrentLinkedQueue[Try[Int]]()
+        val k = Listener[Try[Int]] { v =>
+          offered.add(v)
+          if offered.size == 1 then
+            deciding.countDown()
+            awaitLatch(decide, "the test to let the listener decide")
+            accept
+          else false // later offers: refused, they are for the plain reader
+        }
+        val sent = AtomicBoolean(false)
+        Async.blocking:
+          val sender = blocked("the sender of 7"):
+            ch.send(7)
+            sent.set(true)
+            Async.await(Promise[Unit]().future) // never completed: a cancel ends it
+          // registers and is offered the head on this thread, where the listener then decides
+          val registering = Thread.ofPlatform().start(() => ch.canRead.onComplete(k))
+          awaitLatch(deciding, "the listener to be offered 7")
+          sender.cancel()
+          assertCancelledNow(sender.future.nn)
+          decide.countDown()
+          Support.join(registering, "the registering thread")
+          sender.assertEndedCancelled()
+          assertEquals(sent.get, accept, if accept then "the taken send did not return" else "the refused send returned as sent")
+          ch.canRead.dropListener(k)
+          val late = start("the sender of 8")(ch.send(8))
+          assertEquals(within("a fresh read")(ch.read()), Success(8), s"a cancelled send's value was delivered: ${dumpOf(ch)}")
+          assertEquals(late.result, Success(()))
+          assertEquals(offered.toArray.toList.take(1), List(Success(7)))
+          assertEmptyNow(ch)
+        checked(ch)
+
   // ---------------------------------------------------------------------------------------------
   // uninterruptible (behaviour 7)
 
