@@ -529,11 +529,11 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             expandBuffer()
             return Failed
           else if state eq CLOSED then return Closed
-          else if state eq INTERRUPTED_RECEIVE then
+          else if (state eq INTERRUPTED_RECEIVE) && isRendezvous then
             // no one but our future's cancel writes this in a cell whose reader still reads it: it
             // claimed the cell (a rendezvous reader's, marked or empty: SpinMark) and counted it
             throw CancellationException("cancelled while reading")
-          else if (state eq DONE) || (state eq BROKEN) || isMark(state) then
+          else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || isMark(state) then
             illegal("receive", state, seg, i)
           else
             // a buffered value (elimination). A CAS, not a write: a listener read may be
