@@ -90,9 +90,11 @@ object Async:
   // Waiting
 
   /** The waiting end of `await`: the listener whose compare-and-set decides every race.
-    * States: 0 waiting, 1 claimed by an offer (value being written), 2 value ready, 3 abandoned.
+    * States: 0 waiting, 1 claimed by an offer (value being written), 2 value ready, 3 abandoned
+    * (by the waiting thread when interrupted, or by its future's `cancel()`, with the same
+    * compare-and-set from 0 that an offer uses: whichever comes first decides).
     */
-  private final class Waiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger(0) with Listener[T]:
+  private final class Waiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger(0) with Listener[T] with CancellableWait:
     var value: T = null.asInstanceOf[T]
     def apply(v: T): Boolean =
       if compareAndSet(0, 1) then
@@ -102,6 +104,7 @@ object Async:
         true
       else false // taken by another offer, or abandoned by a cancel
     override def isDone: Boolean = get != 0
+    def cancelWait(): Unit = compareAndSet(0, 3) // every later offer is refused; the value stays with its source
 
   /** Throws `CancellationException` if `async`'s scope is cancelled and not inside
     * `uninterruptible`: every blocking operation checks this before it waits.
@@ -118,19 +121,33 @@ object Async:
     val waiter = Waiter[T](Thread.currentThread, async.runtime)
     var heldInterrupt = false // an interrupt that came inside `uninterruptible`: restored on return
     if !src.poll(waiter) then
-      src.onComplete(waiter)
-      while waiter.get < 2 do
-        if waiter.get == 0 then async.runtime.park(waiter)
-        if waiter.get == 0 then
-          if async.cancellationDeferred then
-            // park returns at once while the flag is set: hold it until we return
-            if Thread.interrupted() then heldInterrupt = true
-          else if Thread.interrupted() || async.isCancelled then
-            if waiter.compareAndSet(0, 3) then // abandoned before any offer: nothing was taken
-              src.dropListener(waiter)
-              throw CancellationException("cancelled while awaiting")
-        // else: an offer claimed the value first; it is ours, wait for it to be written
-        if waiter.get == 1 then Thread.onSpinWait()
+      // nothing ready: wait, registered with our future, whose cancel then decides the wait
+      val owner = async.owner
+      if owner != null && !owner.beginWait(waiter) then
+        owner.endWait()
+        throw CancellationException("cancelled while awaiting") // before any source saw the waiter
+      try
+        src.onComplete(waiter)
+        var state = waiter.get
+        while state < 2 do
+          if state == 0 then async.runtime.park(waiter)
+          state = waiter.get
+          if state == 0 then
+            if async.cancellationDeferred then
+              // park returns at once while the flag is set: hold it until we return
+              if Thread.interrupted() then heldInterrupt = true
+            else if Thread.interrupted() || async.isCancelled then
+              if waiter.compareAndSet(0, 3) then state = 3 // abandoned before any offer: nothing was taken
+              else state = waiter.get
+          // else: an offer claimed the value first; it is ours, wait for it to be written
+          if state == 1 then
+            Thread.onSpinWait()
+            state = waiter.get
+        if state == 3 then // abandoned, by us or by our future's cancel: no offer was taken
+          src.dropListener(waiter)
+          Thread.interrupted() // the cancel's interrupt, if it has landed: this is its exception
+          throw CancellationException("cancelled while awaiting")
+      finally if owner != null then owner.endWait()
     if heldInterrupt then Thread.currentThread.interrupt()
     waiter.value
 

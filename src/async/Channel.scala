@@ -29,9 +29,15 @@ import scala.util.Try
   * A blocked `send` or `read` parks its thread. Cancelling its future (or interrupting its
   * thread) ends the wait with `CancellationException`: a cancelled `send` did not send (its value
   * is delivered to nobody), a cancelled `read` took nothing (the value goes to the next reader).
-  * Inside `uninterruptible` a cancel waits until the operation completes normally. A cancelled
-  * waiter leaves no garbage behind: its cell is skipped, and segments full of such cells are
-  * unlinked.
+  * The future's `cancel()` decides the wait before it returns: from then on no value sent reaches
+  * the cancelled read, and no reader takes the cancelled send's value. If a partner completed the
+  * operation first, it returns normally (the read returns the value, the send has sent it) and
+  * the cancel takes effect at the body's next await. The exact terms, with the operations that
+  * do not wait, are in [[Future.cancel]] and `doc/adr/0006-channel-close-and-interruption.md`.
+  * An interrupt of a thread that no future runs (an `Async.blocking` body) is seen when the
+  * thread wakes: what was handed over before that is returned normally. Inside `uninterruptible`
+  * a cancel waits until the operation completes normally. A cancelled waiter leaves no garbage
+  * behind: its cell is skipped, and segments full of such cells are unlinked.
   *
   * ==Closing==
   * `close()` (idempotent) stops new sends: a `send` that starts after it throws
@@ -44,7 +50,8 @@ import scala.util.Try
 trait SendableChannel[-T]:
   /** Sends `x`, blocking while the channel has no room (see the kinds above).
     * @throws ChannelClosedException if the channel is closed
-    * @throws java.util.concurrent.CancellationException if cancelled while blocked; `x` was not sent
+    * @throws java.util.concurrent.CancellationException if cancelled while blocked; `x` was not
+    *   sent, and no reader takes it once the future's `cancel()` has returned
     */
   def send(x: T)(using Async): Unit
 
@@ -59,7 +66,8 @@ trait ReadableChannel[+T]:
 
   /** The next value, blocking until there is one; `Failure(ChannelClosedException)` once the
     * channel is closed and drained.
-    * @throws java.util.concurrent.CancellationException if cancelled while blocked; nothing was taken
+    * @throws java.util.concurrent.CancellationException if cancelled while blocked; nothing was
+    *   taken, and no value reaches this read once the future's `cancel()` has returned
     */
   def read()(using Async): Try[T]
 

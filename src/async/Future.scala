@@ -14,11 +14,38 @@ import scala.util.control.NonFatal
   *   - Completable: a [[Promise]] is completed by whoever holds it.
   *   - `cancel()` completes a pending future with `Failure(CancellationException)` at once and
   *     interrupts a runnable future's thread (deferred inside `uninterruptible`); a completed
-  *     value stands.
+  *     value stands. Before it completes the value it decides the wait the body is in, so a
+  *     value sent after the cancel never reaches the cancelled body (see `cancel`).
   *   - `result` awaits the `Try`; `value` awaits and rethrows the failure itself.
   */
 trait Future[+T] extends Async.OriginalSource[Try[T]], Cancellable:
   def isCompleted: Boolean
+  /** Completes a pending future with `Failure(CancellationException)`; a completed value stands.
+    * Never blocks.
+    *
+    * For a runnable future (`Future { body }`) outside `uninterruptible`, the cancel first decides
+    * the wait the body is in (doc/adr/0006-channel-close-and-interruption.md), then completes the
+    * value, then interrupts the body's thread. A body waits when it is parked in a channel's
+    * `read()` or `send` (a rendezvous reader also while it spins on its cell before it parks), or
+    * in an `Async.await` of any source (a channel's `canRead`, a race, a future, a timer). Once
+    * `cancel()` has returned, and so for whoever sees the future cancelled:
+    *   - if no partner had completed that wait, the cancel won it, and no partner can complete it
+    *     any more: a value sent later goes to another reader, never to this body; a parked send's
+    *     value is taken by no reader that comes later. The operation throws
+    *     `CancellationException`, having taken or sent nothing. (One exception: a listener read
+    *     that was already deciding on a parked sender's value, such as a `canRead` race, may
+    *     still take it; the send then returns normally.)
+    *   - if a partner completed it first (handed the value over, took the sent value or made
+    *     room for it), the operation returns normally: the read returns its value, the send has
+    *     delivered it; the cancel takes effect at the body's next await or channel operation,
+    *     which throws `CancellationException`. The value is the body's: nothing was dropped.
+    * An operation that has not begun to wait (it takes a value that is there, hands its value to
+    * a waiting partner, meets a partner that is writing its cell, or is a rendezvous send
+    * spinning with its value in the cell before it parks) completes as if just before the cancel;
+    * one that would begin to wait after the cancel throws instead. Inside `uninterruptible` the
+    * cancel decides nothing: the operation completes, and the block's end throws.
+    */
+  def cancel(): Unit
   def result(using Async): Try[T] = Async.await(this)
   def value(using Async): T = result.get
   /** A future of `f` applied to this one's value; a failure passes through, and a throwing `f`
@@ -123,6 +150,8 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
   @volatile private var thread: Thread | Null = null
   @volatile private var ctl: Int = 0
   @volatile private var children: CompletionGroup | Null = null
+  /** The wait the body is in, if any, for `cancel` to decide (see [[beginWait]]). */
+  @volatile private var waiting: CancellableWait | Null = null
   private var ended = false // guarded by `synchronized`, with the making of `children`
 
   def runtime: Runtime = parent.runtime
@@ -164,25 +193,68 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
         catch case e: Throwable if NonFatal(e) || e.isInstanceOf[InterruptedException] => Failure(e)
     val g = end()
     if g != null then g.cancelAndAwait() // the body's own futures end with it
-    completeWith(result) // a no-op if cancelled: that value stands
+    // A cancel sets Cancel before it decides the body's wait and then completes the value itself:
+    // a body that ends once Cancel is set (it may have seen the cancel) leaves the value to it,
+    // so a future pending when the cancel came ends cancelled, whatever its body returned
+    if !isCancelled then completeWith(result) // a no-op if the cancel completed it: that value stands
     parent.group.remove(this)
 
+  /** Decides the body's wait, then completes the value, then interrupts (see [[Future.cancel]]).
+    *   - The wait before the value: whoever sees the value cancelled may count on the wait being
+    *     decided. A wait is registered only at depth 0 and only before Cancel is set (after it,
+    *     [[beginWait]] refuses), so a registered wait is always one to decide. A second
+    *     `cancel()` racing the first decides it too (a no-op if decided): neither returns before.
+    *   - The value before the interrupt, so the value is the cancel's, not the failure that the
+    *     interrupt makes (an `InterruptedException` of `Thread.sleep`, say).
+    *   - Interrupting is set just before the interrupt, once listeners have run (completing the
+    *     value runs them; `enterUninterruptible` spins from Interrupting to Interrupted), and only
+    *     if the body is not inside `uninterruptible` then: there, the block's end throws instead.
+    */
   override def cancel(): Unit =
+    var c = ctl
+    var first = false // whether this call set Cancel
+    while (c & Cancel) == 0 do
+      if Ctl.compareAndSet(this, c, c | Cancel) then
+        c = c | Cancel
+        first = true
+      else c = ctl // a block began or ended meanwhile, retry
+    val w = waiting
+    if w != null then w.cancelWait()
     super.cancel()
-    var done = false
-    while !done do
-      val c = ctl
-      if (c & Cancel) != 0 then return // cancelled before
-      if (c >>> DepthShift) == 0 then
-        if Ctl.compareAndSet(this, c, c | Cancel | Interrupting) then
+    if first then
+      var done = false
+      while !done do
+        c = ctl
+        if (c >>> DepthShift) > 0 then done = true // deferred to the end of the block
+        else if Ctl.compareAndSet(this, c, c | Interrupting) then
           val t = thread
           if t != null && (t ne Thread.currentThread) then runtime.interrupt(t)
           setBits(Interrupted)
           done = true
-      else if Ctl.compareAndSet(this, c, c | Cancel) then done = true // deferred to the end of the block
-      // else: CAS failed (a block began or ended meanwhile), retry
-    val g = children
-    if g != null then g.cancel()
+        // else: CAS failed (a block began meanwhile), retry
+      val g = children
+      if g != null then g.cancel()
+
+  /** Registers `w`, a wait the body is about to publish to partners (a parked waiter, a rendezvous
+    * reader's mark), for `cancel` to decide; true if the body may go on to wait in it, false if
+    * the future is cancelled already: then the caller makes `w` cancelled before a partner can
+    * see it. Inside `uninterruptible` nothing is registered (a cancel waits for the operation).
+    * Called on the body's thread, which waits in one place at a time; [[endWait]] undoes it.
+    *
+    * The write of `waiting` and then the read of `ctl` here, against `cancel`'s write of `ctl`
+    * and then read of `waiting` (all volatile), make sure that at least one side sees the other:
+    * the cancel decides `w`, or the body sees the cancel before `w` is published.
+    */
+  private[async] def beginWait(w: CancellableWait): Boolean =
+    (ctl >>> DepthShift) > 0 || {
+      waiting = w
+      (ctl & Cancel) == 0
+    }
+
+  /** The body no longer waits in what it registered. A stale registration would only pin its
+    * waiter (a cancel of a decided wait is a no-op), so a release store suffices.
+    */
+  private[async] def endWait(): Unit = Waiting.setRelease(this, null)
 
   def awaitEnd(): Unit = Ends.join(thread)
 
@@ -226,6 +298,20 @@ private[async] object RunnableFuture:
   private val Ctl: VarHandle =
     MethodHandles.privateLookupIn(classOf[RunnableFuture[?]], MethodHandles.lookup())
       .findVarHandle(classOf[RunnableFuture[?]], "ctl", Integer.TYPE)
+  private val Waiting: VarHandle =
+    MethodHandles.privateLookupIn(classOf[RunnableFuture[?]], MethodHandles.lookup())
+      .findVarHandle(classOf[RunnableFuture[?]], "waiting", classOf[CancellableWait])
+
+/** A wait of a runnable future's body that the future's `cancel()` decides (doc/adr/0006): a
+  * parked channel waiter, a rendezvous reader's mark, the waiter of an `Async.await`. The body
+  * registers it with [[RunnableFuture.beginWait]] before a partner can see it.
+  */
+private[async] trait CancellableWait:
+  /** Wins the wait for the cancel with the compare-and-set a partner would use to complete it,
+    * unless a partner has completed it already; after it, no partner can. A no-op on a wait that
+    * is decided. Quick and non-blocking: it runs inside `cancel()`, on any thread.
+    */
+  def cancelWait(): Unit
 
 /** Runs `body` so that a cancel of the enclosing future waits for its end; then, if a cancel
   * came, throws `CancellationException`. Outside a runnable future it just runs `body`. Inline,

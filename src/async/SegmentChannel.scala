@@ -35,8 +35,16 @@ import scala.util.{Failure, Success, Try}
  *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
  *     rides in its Waiter), as jox does, rather than in a parallel array.
  *  3. Cancellation is a future's cancel or a thread interrupt (also inside `read`/`send` of a
- *     cancelled scope); the waiter CASes its own word to INTERRUPTED and then writes its cell's
- *     interrupted state. A cancel inside `uninterruptible` is held until the operation completes.
+ *     cancelled scope). A waiter is registered with its future before it is published
+ *     (`RunnableFuture.beginWait`), and the future's `cancel()` wins its word (null to
+ *     INTERRUPTED, the CAS a resumer would make) before it interrupts the thread, so no partner
+ *     completes the wait once the cancel has returned; a rendezvous reader in a future spins on
+ *     a mark of its own ([[SegmentChannel.SpinMark]]), whose cell the cancel claims. An interrupt
+ *     alone is noticed by the waiter when it wakes, and it CASes its own word. The cell of a
+ *     cancelled waiter is settled (INTERRUPTED_SEND / _RECEIVE, counted once) by its thread or by
+ *     the partner that finds it cancelled while holding the cell, whichever comes first
+ *     (`settleCancelled`). A cancel inside `uninterruptible` is held until the operation
+ *     completes. See doc/adr/0006.
  *  4. `close()` is the paper's close with "drain" semantics (Go's and jox's `done`): it sets the
  *     closed bit in S, closes the segment chain (no new segments) and closes every cell at or
  *     above the last sender's index in reverse order. Cells below it are untouched, so buffered
@@ -237,9 +245,11 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             // else: CAS unsuccessful, repeat
           else
             val w = Waiter(Thread.currentThread, v, if async == null then null else async.runtime)
+            if async != null then w.register(async) // a trial (trySend) waits for no one: no cancel to decide
             if seg.cas(i, null, w) then
               notifyListeners() // a listener read may take the value from the waiter
               return if async == null then withdrawTrial(w, seg, i) else w.awaitSend(seg, i, async, this)
+            if async != null then w.unregister(async)
             // else: CAS unsuccessful, repeat
         else
           // a reader has taken this index (it will find the value), or this is a buffer cell:
@@ -248,9 +258,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             notifyListeners()
             return Buffered
           // else: CAS unsuccessful, repeat
-      else if state eq SPINNING_READER then
+      else if isMark(state) then
         // the reader of this index spins here (rendezvous): hand the value over and go
-        if seg.cas(i, SPINNING_READER, v) then return Buffered
+        if seg.cas(i, state, v) then return Buffered
         // else: CAS unsuccessful (the reader stopped spinning), repeat
       else if state eq IN_BUFFER then
         // expandBuffer made this a buffer cell before we arrived
@@ -259,7 +269,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           return Buffered
         // else: CAS unsuccessful, repeat
       else state match
-        case w: Waiter => return handToParkedReader(w, seg, i, v) // a reader is parked here
+        case w: Waiter => return handToParkedReader(w, seg, i, v, w) // a reader is parked here
         case _ =>
           if (state eq INTERRUPTED_RECEIVE) || (state eq BROKEN) then return Failed
           else if state eq CLOSED then return Closed
@@ -287,8 +297,12 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     while true do
       if (state eq DONE) || (state eq TAKEN) then return Buffered // a reader has the value
       else if state eq v then
+        // park: a cancel from now on withdraws the value (if our future is cancelled already,
+        // `register` makes the waiter cancelled, and the trade takes the value back at once)
         val w = Waiter(Thread.currentThread, v, async.runtime)
+        w.register(async)
         if seg.cas(i, v, w) then return w.awaitSend(seg, i, async, this)
+        w.unregister(async)
         // else: taken or reserved meanwhile, look again
       else spinWait() // Reserved: a listener read is deciding on the value
       state = seg.cell(i)
@@ -297,30 +311,35 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** What a rendezvous sender's swap found in its cell instead of an empty one, when the reader
     * of this index came first. Only a reader's states can be there: no one but this sender puts
     * a value or a sender's state in the cell, and close closes only cells at or above S. The
-    * reader spins on its mark: the swap handed it the value, done. It parked: resume it; if its
-    * cancel won, it writes INTERRUPTED_RECEIVE over our value itself, and we retry. It poisoned
-    * the cell (BROKEN) or was cancelled (INTERRUPTED_RECEIVE): write that back and retry. Our
-    * value stands in such a cell only meanwhile, and no one else looks at it: the cell is below
-    * R (its reader took the index), where listener reads do not look, and below S.
+    * reader spins on its mark: the swap handed it the value, done (its cancel, which claims the
+    * mark, came too late). It parked: resume it; if its cancel won, we write INTERRUPTED_RECEIVE
+    * over our value (or its thread does, if it comes first), and we retry. It poisoned the cell
+    * (BROKEN) or was cancelled (INTERRUPTED_RECEIVE): write that back and retry. Our value stands
+    * in such a cell only meanwhile, and no one else looks at it: the cell is below R (its reader
+    * took the index), where listener reads do not look, and below S.
     */
   private def displaced(seg: Segment, i: Int, v: AnyRef, found: AnyRef): Marker =
-    if found eq SPINNING_READER then Buffered
+    if isMark(found) then Buffered
     else found match
-      case w: Waiter => handToParkedReader(w, seg, i, v)
+      case w: Waiter => handToParkedReader(w, seg, i, v, v)
       case _ =>
         if (found eq BROKEN) || (found eq INTERRUPTED_RECEIVE) then
           seg.setCell(i, found)
           Failed
         else illegal("rendezvous send", found, seg, i)
 
-  /** A sender's value for the reader `w` parked in cell `i`: Resumed, or Failed if the reader's
-    * cancel (or the close) won; it then writes its own state over the cell, and the send retries.
+  /** A sender's value for the reader `w` parked in cell `i`, which holds `inCell` (`w`, or our
+    * value after a rendezvous swap): Resumed, or Failed if the reader's cancel won; then the cell
+    * is settled INTERRUPTED_RECEIVE (by us, or by the reader's thread if it comes first), and the
+    * send retries with a new index.
     */
-  private inline def handToParkedReader(w: Waiter, seg: Segment, i: Int, v: AnyRef): Marker =
+  private inline def handToParkedReader(w: Waiter, seg: Segment, i: Int, v: AnyRef, inCell: AnyRef): Marker =
     if w.tryResume(v) then
       seg.setCell(i, DONE)
       Resumed
-    else Failed
+    else
+      settleCancelled(seg, i, inCell, sender = false)
+      Failed
 
   /** A rendezvous party's wait for the other: spins up to `budget` times while cell `i` still
     * holds `held` (the sender's value, the reader's mark), tells the spin budget whether the wait
@@ -357,8 +376,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       if d eq RESUMED then return Resumed
       else if d == null then
         if w.tryCancel() then
-          seg.setCell(i, INTERRUPTED_SEND)
-          seg.cellInterruptedSender()
+          settleCancelled(seg, i, w, sender = true) // unless a listener read holding the cell does
           notifyListeners() // the head may now be skippable
           return NotSent
         // else: claimed or resumed meanwhile, look again
@@ -411,23 +429,48 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     var state = seg.cell(i)
     if state == null then
       val budget = spinBudget()
-      if budget > 0 && seg.cas(i, null, SPINNING_READER) then return spinForSender(seg, i, r, async, budget)
+      if budget > 0 then
+        val owner = async.owner
+        if owner != null then return cancellableSpin(seg, i, r, async, budget, owner)
+        if seg.cas(i, null, SPINNING_READER) then return spinForSender(seg, i, r, async, budget, SPINNING_READER)
       state = seg.cell(i)
     takeOrGeneral(seg, i, r, async, state)
 
-  /** An FAA reader that came to its rendezvous cell first has marked it SPINNING_READER: a sender
-    * that finds the mark swaps its value in and returns at once, for the value is as good as
-    * received: this reader takes it (a spinning reader is not cancelled; only a parked Waiter is),
-    * unless a listener read that read R before our FAA takes it first, and then we retry with a
-    * new index as after any TAKEN cell. So the sender's hand-off costs one CAS, where depositing
-    * and waiting for DONE costs it a round trip of the cell's line. Spins up to `budget`; then
-    * takes the mark back and parks the usual way, unless a value (or the close) came first.
+  /** `receiveRendezvous`'s spin for a reader in a runnable future, whose cancel must be able to
+    * stop the spin (doc/adr/0006): its mark is its own [[SpinMark]], registered with the future
+    * before it is put in the cell, so the cancel can claim the cell, marked or still empty, with
+    * one CAS (INTERRUPTED_RECEIVE), and a sender that comes after the cancel finds it claimed.
+    * If the future is cancelled already, no mark: the general path parks a waiter born
+    * cancelled. The registration lasts until the read of this index ends: after the reader takes
+    * its mark back, the cancel may still claim the empty cell, until a parked waiter's
+    * registration replaces the mark's. Readers no future's cancel can reach share SPINNING_READER
+    * and pay nothing of this.
     */
-  private def spinForSender(seg: Segment, i: Int, r: Long, async: Async, budget: Int): AnyRef =
-    var state = spinWhileHeld(seg, i, SPINNING_READER, budget)
-    if state eq SPINNING_READER then
-      if seg.cas(i, SPINNING_READER, null) then return updateCellReceive(seg, i, r, async)
-      state = seg.cell(i) // CAS unsuccessful: a value or the close came meanwhile
+  private def cancellableSpin(seg: Segment, i: Int, r: Long, async: Async, budget: Int, owner: RunnableFuture[?]): AnyRef =
+    val mark = SpinMark(seg, i)
+    if !owner.beginWait(mark) then
+      owner.endWait()
+      takeOrGeneral(seg, i, r, async, seg.cell(i))
+    else
+      try
+        if seg.cas(i, null, mark) then spinForSender(seg, i, r, async, budget, mark)
+        else takeOrGeneral(seg, i, r, async, seg.cell(i)) // a value, the close, or our cancel's claim came first
+      finally owner.endWait()
+
+  /** An FAA reader that came to its rendezvous cell first has marked it (`mark`, a [[SpinMark]]):
+    * a sender that finds the mark swaps its value in and returns at once, for the value is as
+    * good as received: this reader takes it (its cancel, which claims a marked cell with one CAS,
+    * can no longer), unless a listener read that read R before our FAA takes it first, and then
+    * we retry with a new index as after any TAKEN cell. So the sender's hand-off costs one CAS,
+    * where depositing and waiting for DONE costs it a round trip of the cell's line. Spins up to
+    * `budget`; then takes the mark back and parks the usual way, unless a value, the close or our
+    * cancel's claim (INTERRUPTED_RECEIVE, which the general path ends with) came first.
+    */
+  private def spinForSender(seg: Segment, i: Int, r: Long, async: Async, budget: Int, mark: SpinMark): AnyRef =
+    var state = spinWhileHeld(seg, i, mark, budget)
+    if state eq mark then
+      if seg.cas(i, mark, null) then return updateCellReceive(seg, i, r, async)
+      state = seg.cell(i) // CAS unsuccessful: a value, the close or our cancel's claim came meanwhile
     takeOrGeneral(seg, i, r, async, state)
 
   /** A rendezvous FAA reader's last step: takes the value `state` it saw in its cell with one CAS
@@ -447,11 +490,13 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val state = seg.cell(i)
       if state == null || (state eq IN_BUFFER) then
         if r >= (sendersAndClosed & CounterMask) then
-          // no sender has this index yet: park here
+          // no sender has this index yet: park here (born cancelled if our future is cancelled)
           val w = Waiter(Thread.currentThread, null, async.runtime)
+          w.register(async)
           if seg.cas(i, state, w) then
             expandBuffer() // our index moved the buffer window on
             return w.awaitReceive(seg, i, async, this)
+          w.unregister(async)
           // else: CAS unsuccessful, repeat
         else if inFlight > 0 then
           // a sender has taken this index and is between its FAA and its write
@@ -471,7 +516,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               seg.setCell(i, DONE)
               expandBuffer()
               return w.payload
-            else return Failed // it was interrupted and writes INTERRUPTED_SEND itself
+            else
+              settleCancelled(seg, i, RESUMING, sender = true) // its cancel won; we hold the cell
+              return Failed
           // else: CAS unsuccessful, repeat
         case _: Reserved => spinWait() // a listener read is deciding on this cell
         case _ =>
@@ -482,7 +529,11 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             expandBuffer()
             return Failed
           else if state eq CLOSED then return Closed
-          else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || (state eq SPINNING_READER) then
+          else if (state eq INTERRUPTED_RECEIVE) && isRendezvous then
+            // no one but our future's cancel writes this in a cell whose reader still reads it: it
+            // claimed the cell (a rendezvous reader's, marked or empty: SpinMark) and counted it
+            throw CancellationException("cancelled while reading")
+          else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || isMark(state) then
             illegal("receive", state, seg, i)
           else
             // a buffered value (elimination). A CAS, not a write: a listener read may be
@@ -567,7 +618,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
                     commitHead(seg, i, r)
                     return true
                   else return false
-                // else: the sender was interrupted; it writes INTERRUPTED_SEND over our mark
+                else settleCancelled(seg, i, reserved, sender = true) // its cancel won; we hold the cell; look again
               // else: CAS unsuccessful, repeat
             // else: a parked reader: R has moved past r, look again
           case _: Reserved => spinWait() // another listener read is deciding
@@ -576,7 +627,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             else if state eq INTERRUPTED_SEND then rCounter.compareAndSet(r, r + 1) // skip; not a window cell
             else if state eq TAKEN then { if rCounter.compareAndSet(r, r + 1) then expandBuffer() } // help commit
             else if state eq CLOSED then return k(Failure(ChannelClosedException()))
-            else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || (state eq SPINNING_READER) then
+            else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || isMark(state) then
               () // R moved on
             else
               // a buffered value
@@ -606,9 +657,15 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     if !took then restore(seg, i, reserved, sender)
     took
 
+  /** Undoes a reservation that the listener refused. A sender's claim is released before the
+    * cell is restored: if the sender's future was cancelled while we decided, the refusal cancels
+    * it, and we settle the cell; if its thread cancels it once released, it may find the cell
+    * still reserved and leave it to us, so we look at its word again after restoring the cell.
+    */
   private def restore(seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Unit =
-    if sender != null then sender.unclaim() // the sender may now be interrupted: it then overwrites the cell
-    seg.cas(i, reserved, reserved.previous) // fails only if an interrupted sender wrote INTERRUPTED_SEND
+    if sender == null then seg.cas(i, reserved, reserved.previous)
+    else if sender.unclaim() then settleCancelled(seg, i, reserved, sender = true)
+    else if seg.cas(i, reserved, sender) && sender.isCancelled then settleCancelled(seg, i, sender, sender = true)
 
   /** The listener took the head `r`: mark the cell and move R past it; whoever moves R runs
     * expandBuffer for the index (a FAA reader that already owns `r` finds TAKEN and does it).
@@ -691,7 +748,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             if w.tryResume(RESUMED) then
               seg.setCell(i, w.payload) // the sender's value is now a buffered value
               return Done
-            else return Failed // interrupted sender
+            else
+              settleCancelled(seg, i, RESUMING, sender = true) // its cancel won; we hold the cell
+              return Failed
           // else: CAS unsuccessful, repeat
         case _: Reserved => spinWait() // a listener read is deciding; wait for the outcome
         case _ =>
@@ -737,7 +796,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     var done = false
     while !done do
       val state = seg.cell(i)
-      if state == null || (state eq IN_BUFFER) || (state eq SPINNING_READER) then
+      if state == null || (state eq IN_BUFFER) || isMark(state) then
         // (a spinning reader finds CLOSED when it looks again)
         if seg.cas(i, state, CLOSED) then
           seg.cellInterruptedReceiver() // counted like an interrupted reader (jox does the same)
@@ -749,7 +808,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             seg.setCell(i, CLOSED)
             seg.cellInterruptedReceiver()
             done = true
-          else spinWait() // it was interrupted: it writes INTERRUPTED_RECEIVE
+          else done = settleCancelled(seg, i, w, sender = false) // its cancel won; else its thread settled it: look again
         case _ => done = true // INTERRUPTED_*, BROKEN, DONE, CLOSED: nothing to wake
 
   // =============================================================================================
@@ -822,7 +881,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         val code = cellCode(st)
         if (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED) then interrupted += 1
         if isBuffered && idx >= b && !(st eq INTERRUPTED_SEND) then processedMissing += 1
-        if st.isInstanceOf[Reserved] || (st eq RESUMING) || (st eq SPINNING_READER) then
+        if st.isInstanceOf[Reserved] || (st eq RESUMING) || isMark(st) then
           fail(s"cell $idx is $code in a quiescent channel")
         if idx < math.min(s, r) && !(idx >= last) then
           if !isTerminal(st) then fail(s"cell $idx below both counters is $code, not finished")
@@ -961,27 +1020,39 @@ private[async] object SegmentChannel:
   //
   //   state                 set by                         moves to
   //   null (empty)          -                              IN_BUFFER, value, Waiter, BROKEN,
-  //                                                        INTERRUPTED_SEND (trySend), CLOSED
+  //                                                        INTERRUPTED_SEND (trySend), CLOSED;
+  //                                                        rendezvous: SPINNING_READER, and
+  //                                                        INTERRUPTED_RECEIVE (the cancel of a
+  //                                                        reader registered with a SpinMark)
   //   IN_BUFFER             expandBuffer: a buffer cell    value (sender), Waiter(reader), BROKEN, CLOSED
   //                         whose sender has not come
   //   SPINNING_READER       rendezvous FAA reader that     value (a sender hands it over and goes),
-  //                         came first and spins           null (the reader stops spinning), CLOSED
+  //   (a SpinMark: shared,  came first and spins           null (the reader stops spinning), CLOSED,
+  //   or the reader's own                                  INTERRUPTED_RECEIVE (the cancel of the
+  //   in a future)                                         reader's future claims its own mark)
   //   value (any object)    sender: buffered or            DONE (FAA reader), Reserved (listener read),
   //                         eliminated; expandBuffer:      Waiter (a rendezvous sender that stopped
-  //                         a released sender's value;     spinning and parks)
-  //                         rendezvous: a sender waiting
-  //                         for its reader (spinning)
+  //                         a released sender's value;     spinning and parks); INTERRUPTED_RECEIVE
+  //                         rendezvous: a sender waiting   (a sender's value swapped over a reader
+  //                         for its reader (spinning)      whose cancel won: settled by that sender
+  //                                                        or the reader's thread)
   //   Waiter (reader)       FAA reader with no sender      DONE (sender resumed it), CLOSED (close),
-  //                                                        INTERRUPTED_RECEIVE (its cancel);
+  //                                                        INTERRUPTED_RECEIVE (its cancel won the
+  //                                                        word: settled by its thread, the sender
+  //                                                        or the close that found it so);
   //                                                        rendezvous: the sender's swap puts its
-  //                                                        value in first (then DONE, or the
-  //                                                        reader's INTERRUPTED_RECEIVE)
+  //                                                        value in first (then DONE, or
+  //                                                        INTERRUPTED_RECEIVE)
   //   Waiter (sender)       sender that must wait          RESUMING, Reserved, INTERRUPTED_SEND
-  //                         (also trySend's trial)         (its cancel or trial withdrawal)
+  //                         (also trySend's trial)         (its cancel or trial withdrawal: settled
+  //                                                        by its thread)
   //   RESUMING              FAA reader / expandBuffer      DONE, value (expandBuffer released it),
-  //                         resuming a parked sender       INTERRUPTED_SEND (the sender's cancel won)
+  //                         resuming a parked sender       INTERRUPTED_SEND (the sender's cancel won:
+  //                                                        settled by the resumer)
   //   Reserved(previous)    listener read of the head      TAKEN, previous (refused), or
-  //                                                        INTERRUPTED_SEND (a sender's cancel won)
+  //                                                        INTERRUPTED_SEND (a sender's cancel won,
+  //                                                        or came while the listener decided and
+  //                                                        it refused: settled by the listener read)
   //   TAKEN                 listener read: took the head   final (R moved past by the taker or a helper)
   //   DONE                  sender and reader met          final
   //   BROKEN                reader that overtook its       final (both retry with new indices);
@@ -989,15 +1060,49 @@ private[async] object SegmentChannel:
   //                                                        value in and BROKEN back at once
   //   INTERRUPTED_SEND      cancelled or trial sender;     final; not a buffer-window cell
   //                         trySend that would wait
-  //   INTERRUPTED_RECEIVE   cancelled reader               final; as BROKEN for a rendezvous swap
+  //   INTERRUPTED_RECEIVE   cancelled reader (settled),    final; as BROKEN for a rendezvous swap
+  //                         or its future's cancel's
+  //                         claim (SpinMark)
   //   CLOSED                close(), index >= closedAt     final
 
-  private[async] final class Marker(name: String):
+  private[async] class Marker(name: String):
     override def toString: String = name
+
+  /** The mark of a rendezvous reader spinning in its cell (SPINNING_READER in the catalogue).
+    * Readers that no future's cancel can reach share one, SPINNING_READER; a reader in a
+    * runnable future puts its own, which knows its cell and is registered with the future, so
+    * that the future's cancel can claim that cell for INTERRUPTED_RECEIVE (`cancelWait`): while
+    * it holds the mark, and also while it is still empty, before the mark is in or after the
+    * reader took it back, until the reader ends its read of this index (its cell is then never
+    * empty again) or a parked waiter's registration takes over. The reader finds the claim in
+    * its cell and throws CancellationException; a sender finds it and retries elsewhere.
+    */
+  private[async] final class SpinMark(seg: Segment | Null, i: Int) extends Marker("SPINNING_READER") with CancellableWait:
+    def cancelWait(): Unit =
+      if seg != null then
+        var st = seg.cell(i)
+        while ((st eq this) || st == null) && !seg.cas(i, st, INTERRUPTED_RECEIVE) do st = seg.cell(i)
+        if (st eq this) || st == null then seg.cellInterruptedReceiver() // claimed
+        // else: a value, the close, or the reader's own waiter came first
+
+  private inline def isMark(st: AnyRef | Null): Boolean = st.isInstanceOf[SpinMark]
+
+  /** Cell `i` held a waiter whose cancel won its word, and holds `from` now: the waiter itself,
+    * or the state that a party that found it there put in its place (RESUMING, a Reserved, a
+    * rendezvous sender's swapped value). Moves the cell to INTERRUPTED_SEND or
+    * INTERRUPTED_RECEIVE and counts it for the segment: whoever of the waiter's thread and that
+    * party gets there first (the other's CAS fails, as it must: once, and only once). False if
+    * the cell held something else.
+    */
+  private def settleCancelled(seg: Segment, i: Int, from: AnyRef, sender: Boolean): Boolean =
+    seg.cas(i, from, if sender then INTERRUPTED_SEND else INTERRUPTED_RECEIVE) && {
+      if sender then seg.cellInterruptedSender() else seg.cellInterruptedReceiver()
+      true
+    }
 
   private val IN_BUFFER = Marker("IN_BUFFER")
   private val RESUMING = Marker("RESUMING")
-  private val SPINNING_READER = Marker("SPINNING_READER")
+  private val SPINNING_READER = SpinMark(null, 0)
   private val TAKEN = Marker("TAKEN")
   private val DONE = Marker("DONE")
   private val BROKEN = Marker("BROKEN")
@@ -1019,6 +1124,7 @@ private[async] object SegmentChannel:
   // Words of a Waiter (besides null = waiting, and a reader's delivered value)
   private val RESUMED = Marker("RESUMED")
   private val CLAIMED = Marker("CLAIMED")
+  private val CLAIMED_CANCELLED = Marker("CLAIMED_CANCELLED")
   private val INTERRUPTED = Marker("INTERRUPTED")
 
   private inline def encode(x: Any): AnyRef = if x == null then NullValue else x.asInstanceOf[AnyRef]
@@ -1049,7 +1155,7 @@ private[async] object SegmentChannel:
       case _ =>
         if st eq IN_BUFFER then "b"
         else if st eq RESUMING then "~"
-        else if st eq SPINNING_READER then "w"
+        else if isMark(st) then "w"
         else if st eq TAKEN then "T"
         else if st eq DONE then "D"
         else if st eq BROKEN then "X"
@@ -1101,10 +1207,17 @@ private[async] object SegmentChannel:
 
   /** A parked sender (with `payload`) or reader (`payload == null`). Its `data` word decides every
     * race on it with one CAS from null: a value or RESUMED (someone resumed it), CLOSED marker for
-    * a reader at close, INTERRUPTED (its own cancel), or CLAIMED (a listener read is deciding
-    * whether to take a sender's value; it goes back to null or on to RESUMED).
+    * a reader at close, INTERRUPTED (cancelled: by its own thread when interrupted, or by its
+    * future's `cancel()`, `cancelWait`), or CLAIMED (a listener read is deciding whether to take a
+    * sender's value; it goes back to null or on to RESUMED, or, if a cancel came meanwhile
+    * (CLAIMED_CANCELLED), on to RESUMED or INTERRUPTED).
+    *
+    * A cancelled waiter's cell is settled (INTERRUPTED_SEND / INTERRUPTED_RECEIVE, counted) by
+    * `settleCancelled`, from the waiter's own thread or from whichever party finds the waiter
+    * cancelled while it holds the cell (see the catalogue): the cancel itself writes no cell, since
+    * it cannot tell whether the waiter is in its cell yet (`register` comes before that).
     */
-  private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, runtime: Runtime | Null):
+  private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, runtime: Runtime | Null) extends CancellableWait:
     @volatile var data: AnyRef | Null = null
     def isSender: Boolean = payload != null
 
@@ -1113,11 +1226,41 @@ private[async] object SegmentChannel:
       if ok then wake()
       ok
     def tryCancel(): Boolean = WaiterData.compareAndSet(this, null, INTERRUPTED)
+    def isCancelled: Boolean = data eq INTERRUPTED
     def tryClaim(): Boolean = WaiterData.compareAndSet(this, null, CLAIMED)
-    def unclaim(): Unit = data = null
+    /** The claiming listener refused: waiting again, or, if a cancel came meanwhile, cancelled
+      * (true; the caller then settles the cell it holds).
+      */
+    def unclaim(): Boolean =
+      if WaiterData.compareAndSet(this, CLAIMED, null) then false
+      else
+        data = INTERRUPTED // from CLAIMED_CANCELLED: no one else writes the word while it is claimed
+        true
     def resumeClaimed(): Unit =
-      data = RESUMED
+      data = RESUMED // from CLAIMED, or CLAIMED_CANCELLED: the listener decided before the cancel did
       wake()
+
+    /** The cancel of our future, before it interrupts us: wins the word as a resumer would, or
+      * leaves the decision to the listener read that has claimed it (a refusal then cancels).
+      */
+    def cancelWait(): Unit =
+      var d = data
+      while (d == null && !tryCancel()) || ((d eq CLAIMED) && !WaiterData.compareAndSet(this, CLAIMED, CLAIMED_CANCELLED)) do
+        d = data // the word changed under us: decide on the new one
+      // else: resumed, closed or cancelled already (a decided wait), or the claim now cancels
+
+    /** Registers this waiter, about to be published in its cell, with the body's future; if that
+      * is cancelled already, makes it cancelled first, so that it is published decided (no
+      * partner can take it; `await` throws at once and settles the cell).
+      */
+    def register(async: Async): Unit =
+      val owner = async.owner
+      if owner != null && !owner.beginWait(this) then tryCancel()
+    /** Undoes `register` (the waiter was not published, or its wait is over). */
+    def unregister(async: Async): Unit =
+      val owner = async.owner
+      if owner != null then owner.endWait()
+
     /** Set (then a full fence) by the waiter just before it parks: a resumer unparks only then. */
     @volatile var parking: Boolean = false
     private def wake(): Unit =
@@ -1132,43 +1275,45 @@ private[async] object SegmentChannel:
       val d = await(seg, i, async, ch)
       if d eq ChannelClosed then Closed else d
 
-    /** Parks until resumed. A cancel (interrupt, or the scope's cancel flag) outside
-      * `uninterruptible` abandons the cell if no one has resumed us yet; inside, it is held
-      * and restored on return.
+    /** Parks until resumed or cancelled, then ends the registration. A cancel (interrupt, or the
+      * scope's cancel flag) outside `uninterruptible` abandons the cell if no one has resumed us
+      * yet; inside, it is held and restored on return. Our future's `cancel()` may have decided
+      * the word already (INTERRUPTED): then we throw as if we had.
       */
     private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
-      val budget = if ch.capacity == 0 then ch.spinBudget() else 0
-      var spins = budget
-      var heldInterrupt = false
-      var d = data
-      while d == null || (d eq CLAIMED) do
-        if d eq CLAIMED then spinWait() // a listener read is deciding on our value
-        else if spins > 0 then
-          spins -= 1
-          Thread.onSpinWait()
-        else if !parking then
-          if budget > 0 then ch.spinWasted()
-          parking = true
-          VarHandle.fullFence()
-        else
-          async.runtime.park(this)
-          if data == null then
-            if async.cancellationDeferred then
-              if Thread.interrupted() then heldInterrupt = true // park would spin on the flag
-            else if Thread.interrupted() || async.isCancelled then
-              if tryCancel() then
-                seg.setCell(i, if isSender then INTERRUPTED_SEND else INTERRUPTED_RECEIVE)
-                if isSender then
-                  seg.cellInterruptedSender()
-                  ch.notifyListeners() // the head may now be skippable
-                else seg.cellInterruptedReceiver()
-                if heldInterrupt then Thread.currentThread.interrupt()
-                throw CancellationException(if isSender then "cancelled while sending" else "cancelled while reading")
-              // else: resumed (or claimed) meanwhile: the outcome is ours, look again
-        d = data
-      if spins < budget && !parking then ch.spinPaidOff() // resumed while spinning
-      if heldInterrupt then Thread.currentThread.interrupt()
-      d.nn
+      try
+        val budget = if ch.capacity == 0 then ch.spinBudget() else 0
+        var spins = budget
+        var heldInterrupt = false
+        var d = data
+        while d == null || (d eq CLAIMED) || (d eq CLAIMED_CANCELLED) do
+          if d != null then spinWait() // a listener read is deciding on our value
+          else if spins > 0 then
+            spins -= 1
+            Thread.onSpinWait()
+          else if !parking then
+            if budget > 0 then ch.spinWasted()
+            parking = true
+            VarHandle.fullFence()
+          else
+            async.runtime.park(this)
+            if data == null then
+              if async.cancellationDeferred then
+                if Thread.interrupted() then heldInterrupt = true // park would spin on the flag
+              else if Thread.interrupted() || async.isCancelled then tryCancel()
+              // else (or the CAS failed): resumed, claimed or cancelled meanwhile: look again
+          d = data
+        if d eq INTERRUPTED then
+          // cancelled: nothing taken, nothing sent. Settle the cell, unless a party that found us
+          // cancelled holds it (RESUMING, Reserved, a swapped value) and settles it itself
+          settleCancelled(seg, i, this, isSender)
+          if isSender then ch.notifyListeners() // the head may now be skippable
+          Thread.interrupted() // the cancel's interrupt, if it has landed: this is its exception
+          throw CancellationException(if isSender then "cancelled while sending" else "cancelled while reading")
+        if spins < budget && !parking then ch.spinPaidOff() // resumed while spinning
+        if heldInterrupt then Thread.currentThread.interrupt()
+        d.nn
+      finally unregister(async)
 
   private val TapField: VarHandle =
     MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())

@@ -696,6 +696,177 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
       checked(ch)
 
   // ---------------------------------------------------------------------------------------------
+  // A cancel decides a waiting operation (issue 35, item 9; doc/adr/0006): once `cancel()` has
+  // returned, no value reaches the cancelled future's waiting read or leaves its waiting send;
+  // a value handed over before the cancel is returned by the read (or the send has delivered it)
+
+  /** Where a cancelled reader waits: in `read()`, in an await of `canRead`, or in a race of two
+    * channels' `canRead` (Go's `select`), whose other channel stays empty.
+    */
+  private enum WaitIn:
+    case Read, CanRead, Race
+    def read(ch: Channel[Int], spare: Channel[Int])(using Async): Try[Int] = this match
+      case Read    => ch.read()
+      case CanRead => Async.await(ch.canRead)
+      case Race    => Async.await(Async.race(ch.canRead, spare.canRead))
+    override def toString: String = this match
+      case Read    => "read()"
+      case CanRead => "an await of canRead"
+      case Race    => "a race of two channels' canRead"
+
+  /** The kinds of these tests: every kind, with 4 as well (the issue's channel). */
+  private val cancelKinds = List(Rendezvous, Buffered(1), Buffered(2), Buffered(4), Buffered(31), Buffered(33), Unbounded)
+  private val CancelRounds = 4
+  private val CancelledWaiters = 300
+
+  for kind <- cancelKinds; waitIn <- WaitIn.values do
+    test(s"$kind: $CancelledWaiters readers parked in $waitIn, all cancelled, each seen cancelled: a value sent then goes to the fresh reader behind them, never to a cancelled one"):
+      var lost = List.empty[String]
+      for round <- 0 until CancelRounds do
+        val ch = kind.make[Int]()
+        val spare = kind.make[Int]()
+        Async.blocking:
+          val took = java.util.concurrent.ConcurrentLinkedQueue[String]()
+          val readers = allBlocked(CancelledWaiters, i => s"reader $i")(i =>
+            val got = waitIn.read(ch, spare)
+            took.add(s"reader $i read $got")
+            got
+          )
+          val fresh = blocked("the fresh reader")(waitIn.read(ch, spare)) // behind every cancelled one
+          readers.foreach(_.cancel())
+          readers.foreach(r => assertCancelledNow(r.future.nn))
+          // sent at once, from a running thread, while the cancelled readers are still waking:
+          // it returns once a reader has the value (there is one, the fresh reader), or it is buffered
+          ch.send(5)
+          readers.foreach(_.join()) // every cancelled body has ended: each read threw, or took the value
+          if !took.isEmpty then lost ::= s"round $round: ${took.peek()} after its cancel() had returned"
+          else
+            assertEquals(fresh.result, Success(Success(5)), s"round $round: ${dumpOf(ch)}")
+            readers.foreach(_.assertEndedCancelled())
+            assertEmptyNow(ch)
+        checked(ch, spare)
+      assert(lost.isEmpty, s"in ${lost.size} of $CancelRounds rounds the value went to a cancelled reader and was lost: ${lost.reverse.mkString("; ")}")
+
+  for kind <- cancelKinds if kind.sendCanBlock do
+    test(s"$kind: $CancelledWaiters senders parked on a full channel, all cancelled, each seen cancelled: reads then get the value of the sender behind them, never a cancelled one's"):
+      var delivered = List.empty[String]
+      for round <- 0 until CancelRounds do
+        val ch = kind.make[Int]()
+        val fills = (0 until kind.capacity).map(_ + 10_000)
+        Async.blocking:
+          fill(ch, fills)
+          val returned = java.util.concurrent.ConcurrentLinkedQueue[String]()
+          val senders = allBlocked(CancelledWaiters, i => s"the sender of ${1000 + i}")(i =>
+            ch.send(1000 + i)
+            returned.add(s"the send of ${1000 + i} returned")
+          )
+          val late = blocked("the sender of -1")(ch.send(-1)) // behind every cancelled one
+          senders.foreach(_.cancel())
+          senders.foreach(s => assertCancelledNow(s.future.nn))
+          // read at once, on a running thread, while the cancelled senders are still waking
+          val got = Vector.fill(fills.size + 1)(ch.read().get)
+          senders.foreach(_.join())
+          val stolen = got.filter(v => v >= 1000 && v < 10_000)
+          if stolen.nonEmpty || !returned.isEmpty then
+            delivered ::= s"round $round: read ${stolen.mkString(", ")}; ${returned.toArray.mkString(", ")}"
+          else
+            assertEquals(got, (fills :+ -1).toVector, s"round $round: ${dumpOf(ch)}")
+            assertEquals(late.result, Success(()))
+            senders.foreach(_.assertEndedCancelled())
+            assertEmptyNow(ch)
+        checked(ch)
+      assert(delivered.isEmpty,
+        s"in ${delivered.size} of $CancelRounds rounds a cancelled sender's value was delivered after its cancel() had returned: ${delivered.reverse.mkString("; ")}")
+
+  for kind <- cancelKinds; waitIn <- List(WaitIn.Read, WaitIn.CanRead) do
+    test(s"$kind: a value handed to a reader parked in $waitIn before its cancel is returned by the read; the next read throws the cancel"):
+      val ch = kind.make[Int]()
+      val first = AtomicReference[Try[Int]]()
+      Async.blocking:
+        val reader = blocked("the reader"):
+          first.set(waitIn.read(ch, ch))
+          ch.read() // the cancel takes effect here
+        val sender = start("the sender of 5")(ch.send(5))
+        assertEquals(sender.result, Success(())) // returns once the reader has the value: handed over, or taken by its listener
+        reader.cancel()
+        reader.assertEndedCancelled()
+        assertEquals(first.get, Success(5), s"the value handed over before the cancel was dropped: ${dumpOf(ch)}")
+        assertEmptyNow(ch)
+      checked(ch)
+
+  for kind <- cancelKinds if kind.sendCanBlock do
+    test(s"$kind: a parked send whose value was taken before its cancel returns as sent; the body's next await throws the cancel"):
+      val ch = kind.make[Int]()
+      val fills = (0 until kind.capacity).map(_ + 100)
+      val sent = AtomicBoolean(false)
+      Async.blocking:
+        fill(ch, fills)
+        val sender = blocked("the sender of 7"):
+          ch.send(7)
+          sent.set(true)
+          Async.await(Promise[Unit]().future) // never completed: the cancel takes effect here
+        assertEquals(within("reading the buffered values and 7")(Vector.fill(fills.size + 1)(ch.read())),
+          (fills :+ 7).toVector.map(Success(_)), dumpOf(ch))
+        sender.cancel()
+        sender.assertEndedCancelled()
+        assert(sent.get, "the send whose value was read before the cancel did not return normally")
+        assertEmptyNow(ch)
+      checked(ch)
+
+  for kind <- cancelKinds if kind == Rendezvous do
+    test(s"$kind: a reader cancelled while it spins on its cell takes nothing sent after: the cancel claims the cell"):
+      val ch = kind.make[Int]()
+      Async.blocking:
+        val reader = spinningReader(ch) // it spins for seconds, and does not look at interrupts meanwhile
+        reader.cancel()
+        assertCancelledNow(reader.future.nn)
+        // the parties to come need not spin for seconds (on one carrier, that would keep the other off it)
+        seg(ch).setSpinBudget(16)
+        val sender = start("the sender of 5")(ch.send(5))
+        assertEquals(within("a fresh read")(ch.read()), Success(5), s"the value went to the cancelled reader: ${dumpOf(ch)}")
+        assertEquals(sender.result, Success(()))
+        reader.assertEndedCancelled()
+        assertEmptyNow(ch)
+      checked(ch)
+
+    for accept <- List(false, true) do
+      test(s"$kind: a listener deciding on a parked sender's value when the sender is cancelled: ${if accept then "its acceptance makes the send return as sent" else "its refusal cancels the send, and the value goes to no one"}"):
+        val ch = kind.make[Int]()
+        val deciding = CountDownLatch(1)
+        val decide = CountDownLatch(1)
+        val offered = java.util.concurrent.ConcurrentLinkedQueue[Try[Int]]()
+        val k = Listener[Try[Int]] { v =>
+          offered.add(v)
+          if offered.size == 1 then
+            deciding.countDown()
+            awaitLatch(decide, "the test to let the listener decide")
+            accept
+          else false // later offers: refused, they are for the plain reader
+        }
+        val sent = AtomicBoolean(false)
+        Async.blocking:
+          val sender = blocked("the sender of 7"):
+            ch.send(7)
+            sent.set(true)
+            Async.await(Promise[Unit]().future) // never completed: a cancel ends it
+          // registers and is offered the head on this thread, where the listener then decides
+          val registering = Thread.ofPlatform().start(() => ch.canRead.onComplete(k))
+          awaitLatch(deciding, "the listener to be offered 7")
+          sender.cancel()
+          assertCancelledNow(sender.future.nn)
+          decide.countDown()
+          Support.join(registering, "the registering thread")
+          sender.assertEndedCancelled()
+          assertEquals(sent.get, accept, if accept then "the taken send did not return" else "the refused send returned as sent")
+          ch.canRead.dropListener(k)
+          val late = start("the sender of 8")(ch.send(8))
+          assertEquals(within("a fresh read")(ch.read()), Success(8), s"a cancelled send's value was delivered: ${dumpOf(ch)}")
+          assertEquals(late.result, Success(()))
+          assertEquals(offered.toArray.toList.take(1), List(Success(7)))
+          assertEmptyNow(ch)
+        checked(ch)
+
+  // ---------------------------------------------------------------------------------------------
   // uninterruptible (behaviour 7)
 
   for kind <- kinds do

@@ -2,7 +2,7 @@ package asyncpipe.async
 
 import java.lang.management.ManagementFactory
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue, CountDownLatch, TimeUnit}
-import java.util.concurrent.atomic.{AtomicIntegerArray, AtomicLong, AtomicReferenceArray}
+import java.util.concurrent.atomic.{AtomicIntegerArray, AtomicLong, AtomicLongArray, AtomicReferenceArray}
 import java.util.concurrent.locks.LockSupport
 import scala.collection.mutable
 import scala.jdk.CollectionConverters.*
@@ -261,6 +261,159 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
             problems.take(20).mkString("\n  ") + "\n" + summary())
       val read = received.map(_.size).sum
       s"$sent sent, $cancelled sends cancelled, $read read, ${cancels.get} cancels"
+
+  // ---------------------------------------------------------------------------------------------
+  // A cancel decides a parked operation (issue 35, item 9; doc/adr/0006)
+
+  private val DecidedKinds = Seq(0, 1, 2, 4, 31, 33, SegmentChannel.Unbounded)
+  private val DecidedRounds = 6 * Factor
+  private val DecidedParties = 64
+
+  for how <- Seq("read()", "canRead", "race") do
+    test(s"parked readers ($how) cancelled while values are sent: none takes a value whose send began after its cancel returned; each value read once; every kind"):
+      val seed = seedFrom(s"decided readers $how")
+      val rnd = Random(seed)
+      val problems = mutable.ArrayBuffer.empty[String]
+      var late = 0
+      var rounds = 0
+      for cap <- DecidedKinds; round <- 0 until DecidedRounds do
+        val where = s"${kindName(cap)}, round $round, seed $seed"
+        val ch = make[Int](cap)
+        val spare = make[Int](cap)
+        val clock = AtomicLong()
+        val n = DecidedParties
+        val values = n / 2
+        val threads = AtomicReferenceArray[Thread](n)
+        val took = AtomicReferenceArray[Try[Int]](n)
+        val cancelledAt = AtomicLongArray(n)
+        val sendBegan = AtomicLongArray(values)
+        Async.blocking:
+          val readers = Vector.tabulate(n) { i =>
+            Future:
+              threads.set(i, Thread.currentThread)
+              val got = how match
+                case "read()"  => ch.read()
+                case "canRead" => ch.canRead.await
+                case _         => Async.race(ch.canRead, spare.canRead).await
+              took.set(i, got)
+          }
+          for i <- 0 until n do
+            eventually(s"$where: reader $i to park")(ChannelBehaviour.parkedInChannel(threads.get(i)))
+          val pacing = Random(rnd.nextLong())
+          val sender = Future:
+            for v <- 0 until values do
+              if pacing.nextInt(4) == 0 then pause()
+              sendBegan.set(v, clock.incrementAndGet())
+              ch.send(v)
+          for i <- Random(rnd.nextLong()).shuffle((0 until n).toVector) do
+            readers(i).cancel()
+            cancelledAt.set(i, clock.incrementAndGet())
+            if rnd.nextInt(8) == 0 then pause()
+          for i <- 0 until n do join(threads.get(i), s"$where: cancelled reader $i")
+          val byReaders = (0 until n).flatMap(i => Option(took.get(i)).map(i -> _))
+          for (i, t) <- byReaders do
+            t match
+              case Success(v) if sendBegan.get(v) > cancelledAt.get(i) =>
+                late += 1
+                problems += s"$where: reader $i took $v, whose send began after the reader's cancel() had returned"
+              case Success(_) => ()
+              case other      => problems += s"$where: reader $i read $other"
+          val rest = values - byReaders.size
+          val fresh = Future(Vector.fill(rest)(ch.read()))
+          resultWithin(fresh, s"$where: the fresh reader of the $rest values left") match
+            case Success(got) =>
+              val all = (byReaders.map(_._2) ++ got).collect { case Success(v) => v }.sorted
+              if all != (0 until values) then problems += s"$where: values read ${all.mkString(",")}, sent 0 until $values"
+            case Failure(e) => problems += s"$where: the fresh reader failed: $e"
+          resultWithin(sender, s"$where: the sender") match
+            case Failure(e) => problems += s"$where: the sender failed: $e"
+            case _          => ()
+        try
+          segment(ch).checkInvariants()
+          segment(spare).checkInvariants()
+        catch case e: AssertionError => problems += s"$where: ${e.getMessage}"
+        rounds += 1
+      if Factor > 1 || sys.env.contains("ASYNCPIPE_STATS") then
+        println(s"${getClass.getSimpleName}: readers in $how: $late values taken after the cancel, in $rounds rounds")
+      assert(problems.isEmpty, s"${problems.size} problems in $rounds rounds ($late values taken by a reader after its cancel() had returned); first ones:\n  " +
+        problems.take(20).mkString("\n  "))
+
+  test(s"parked senders cancelled while a reader reads: no read that began after a sender's cancel returned ends its wait; a send returns iff its value is read; every kind"):
+    val seed = seedFrom("decided senders")
+    val rnd = Random(seed)
+    val problems = mutable.ArrayBuffer.empty[String]
+    var late = 0
+    var rounds = 0
+    for cap <- DecidedKinds if cap != SegmentChannel.Unbounded; round <- 0 until DecidedRounds do
+      val where = s"${kindName(cap)}, round $round, seed $seed"
+      val ch = make[Int](cap)
+      val n = DecidedParties
+      val clock = AtomicLong()
+      val threads = AtomicReferenceArray[Thread](n)
+      val returned = AtomicIntegerArray(n) // 1: the send returned, 2: it threw CancellationException
+      val cancelledAt = AtomicLongArray(n)
+      val reads = ConcurrentLinkedQueue[(Int, Long)]() // (value, tick at the read's start)
+      Async.blocking:
+        for f <- 0 until cap do ch.send(-1 - f)
+        val senders = Vector.tabulate(n) { i =>
+          Future:
+            threads.set(i, Thread.currentThread)
+            try
+              ch.send(i)
+              returned.set(i, 1)
+            catch
+              case e: CancellationException =>
+                returned.set(i, 2)
+                throw e
+        }
+        for i <- 0 until n do
+          eventually(s"$where: sender $i to park")(ChannelBehaviour.parkedInChannel(threads.get(i)))
+        val pacing = Random(rnd.nextLong())
+        val reader = Future:
+          var open = true
+          while open do
+            if pacing.nextInt(4) == 0 then pause()
+            val began = clock.incrementAndGet()
+            val got = pacing.nextInt(3) match
+              case 0 => ch.read()
+              case 1 => ch.canRead.await
+              case _ => ch.tryRead().getOrElse(ch.read())
+            got match
+              case Success(v) => reads.add((v, began))
+              case _          => open = false
+        for i <- Random(rnd.nextLong()).shuffle((0 until n).toVector) do
+          senders(i).cancel()
+          cancelledAt.set(i, clock.incrementAndGet())
+          if rnd.nextInt(8) == 0 then pause()
+        for i <- 0 until n do join(threads.get(i), s"$where: cancelled sender $i")
+        ch.close()
+        resultWithin(reader, s"$where: the reader") match
+          case Failure(e) => problems += s"$where: the reader failed: $e"
+          case _          => ()
+      val got = reads.asScala.toVector
+      val counts = got.groupMapReduce(_._1)(_ => 1)(_ + _)
+      for (v, k) <- counts if k > 1 do problems += s"$where: $v read $k times"
+      for f <- 0 until cap if !counts.contains(-1 - f) do problems += s"$where: the buffered value ${-1 - f} was not read"
+      for ((v, _), m) <- got.zipWithIndex if v >= 0 do
+        // A parked sender's wait ends when a read takes its value (rendezvous: that very read) or
+        // makes room for it in the buffer: one of the `cap` reads before the one that takes it, as
+        // the buffer holds at most `cap` values. If even the earliest of those began after the
+        // cancel returned, the wait ended after the cancel.
+        val decidedBy = if cap == 0 then m else math.max(0, m - cap)
+        if got(decidedBy)._2 > cancelledAt.get(v) then
+          late += 1
+          problems += s"$where: sender $v's value was read (read $m), though every read that could have ended its wait began after its cancel() had returned"
+        if returned.get(v) != 1 then problems += s"$where: sender $v's value was read, but its send threw"
+      for i <- 0 until n do
+        if returned.get(i) == 1 && !counts.contains(i) then problems += s"$where: sender $i's send returned, but its value was never read"
+        if returned.get(i) == 0 then problems += s"$where: sender $i ended without its send returning or throwing"
+      try segment(ch).checkInvariants()
+      catch case e: AssertionError => problems += s"$where: ${e.getMessage}"
+      rounds += 1
+    if Factor > 1 || sys.env.contains("ASYNCPIPE_STATS") then
+      println(s"${getClass.getSimpleName}: senders: $late values taken after the cancel, in $rounds rounds")
+    assert(problems.isEmpty, s"${problems.size} problems in $rounds rounds ($late values of senders taken after their cancel() had returned); first ones:\n  " +
+      problems.take(20).mkString("\n  "))
 
   // ---------------------------------------------------------------------------------------------
   // No garbage from cancelled waiters

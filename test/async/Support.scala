@@ -19,8 +19,14 @@ object Support:
   /** Upper bound for "does not hang" and "promptly". Far above any expected duration. */
   val Patience: Long = 5000
 
+  /** Waits for `latch`, bounded. The wait is made before `assert`, not inside its condition:
+    * munit evaluates an assertion's condition holding one lock for every thread
+    * (`munitCaptureClues`), so a wait inside it would stall every other thread's assertion
+    * (a listener blocked on a latch held up the test thread that was to open it).
+    */
   def awaitLatch(latch: CountDownLatch, what: String)(using Location): Unit =
-    Assertions.assert(latch.await(Patience, TimeUnit.MILLISECONDS), s"timed out after $Patience ms waiting for $what")
+    val opened = latch.await(Patience, TimeUnit.MILLISECONDS)
+    Assertions.assert(opened, s"timed out after $Patience ms waiting for $what")
 
   /** Waits until `cond` holds, polling; fails after `bound` ms (`Patience` by default). For states
     * that have no latch, such as "that thread is now parked".
@@ -39,7 +45,8 @@ object Support:
     }
 
   def join(t: Thread, what: String)(using Location): Unit =
-    Assertions.assert(t.join(java.time.Duration.ofMillis(Patience)), s"$what: thread $t still alive after $Patience ms")
+    val ended = t.join(java.time.Duration.ofMillis(Patience)) // outside `assert`, as in awaitLatch
+    Assertions.assert(ended, s"$what: thread $t still alive after $Patience ms")
 
   /** A test thread's pause while it polls for something another thread does: a 20 µs park, not
     * Thread.yield. On JDK 25 with one carrier, a virtual thread that yields in a loop keeps a
