@@ -49,6 +49,9 @@ class FaultSuite extends munit.FunSuite with Watchdog:
   import FaultSuite.*
 
   override def watchdog: FiniteDuration = Duration(300L + 90L * Settings.maxRunsPerCase, TimeUnit.SECONDS)
+  // munit's own bound on a test's future (30 s by default) applies to the one Watchdog returns:
+  // a case takes minutes, and the watchdog bounds it.
+  override def munitTimeout: Duration = watchdog + Duration(60, TimeUnit.SECONDS)
 
   override def beforeAll(): Unit =
     assume(Launch.assembly.isDefined, "ASYNCPIPE_ASSEMBLY not set: run through ./mill")
@@ -72,8 +75,8 @@ class FaultSuite extends munit.FunSuite with Watchdog:
               case e: Throwable if !e.isInstanceOf[VirtualMachineError] && !e.isInstanceOf[InterruptedException] =>
                 run.problem(Kind.Harness, s"the run itself failed: $e\n    ${e.getStackTrace.take(8).mkString("\n    ")}")
             run.checkOrphans()
+            tally.add(run) // before close(), which removes the run's files (its stderr among them)
           finally run.close()
-          tally.add(run)
       finally os.remove.all(root)
       val took = (System.nanoTime() - started) / 1_000_000_000
       println(tally.summary(took))
@@ -698,7 +701,7 @@ object FaultSuite:
     private var late = 0
     private var beforeMain = 0
     private val counts = scala.collection.mutable.Map.empty[Kind, Int].withDefaultValue(0)
-    private val anomalies = ArrayBuffer.empty[String]
+    private val anomalies = ArrayBuffer.empty[(String, String)] // the anomaly, its run
     val failures = ArrayBuffer.empty[String]
 
     def add(run: Run): Unit =
@@ -707,7 +710,8 @@ object FaultSuite:
       if run.late then late += 1
       if run.beforeMain then beforeMain += 1
       for k <- run.problems.map(_._1).distinct do counts(k) += 1
-      if run.anomalies.nonEmpty then anomalies += s"${run.anomalies.mkString("; ")}\n${run.describe}"
+      for a <- run.anomalies do
+        anomalies += a -> s"[run ${run.index + 1}, ASYNCPIPE_FAULT_REPLAY=${c.id}:${run.seed}]${if Settings.verbose then "\n" + run.describe else ""}"
       if Settings.verbose && run.problems.isEmpty then println(s"ok ${run.describe}")
       if run.problems.nonEmpty then
         failures += s"FAILED ${run.describe}\n  found:\n${run.problems.map((k, t) => s"    [${k.label}] $t").mkString("\n")}"
@@ -720,8 +724,15 @@ object FaultSuite:
         s"orphans ${counts(Kind.Orphan)}, harness errors ${counts(Kind.Harness)}, start-up-window anomalies ${anomalies.size}; " +
         s"seed ${Settings.baseSeed}, $seconds s"
 
+    /** The start-up-window anomalies, counted by kind (their text with the numbers left out),
+      * then each with its run's seed (and its whole story under ASYNCPIPE_FAULT_VERBOSE).
+      */
     def printAnomalies(): Unit =
-      for a <- anomalies do println(s"FaultSuite ${c.id}: start-up-window anomaly (not a failure): $a")
+      if anomalies.nonEmpty then
+        val kinds = anomalies.groupBy((a, _) => a.replaceAll("[0-9]+", "N").linesIterator.next().take(160)).toSeq.sortBy(-_._2.size)
+        println(s"FaultSuite ${c.id}: ${anomalies.size} start-up-window anomalies (a signal before main; not failures):")
+        for (kind, as) <- kinds do println(s"  ${as.size} x $kind")
+        for (a, run) <- anomalies do println(s"  ${a.linesIterator.next().take(300)} $run")
 
   // =================================================================================================
   // Single-process stages: FROM TO, mux, run
