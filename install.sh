@@ -32,6 +32,7 @@ readonly TRAINING_RUNS=(
   "retry --dry-run --max-attempts 3 --jitter full --seed 1 -- true"
   "mux --stats"
   "- file:/dev/null"
+  "file:/dev/null"
   "tick:1ms,count=3 -"
   "run tick:1ms,count=3 | mux | file:/dev/null"
   "run file:/dev/null | mux --stats | -"

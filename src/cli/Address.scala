@@ -146,13 +146,13 @@ object Present:
   /** What `address` names now (Other for all but `file:`). */
   def of(address: Address): Present = address match
     case f: Address.File =>
-      Try {
+      try
         val p = Path.of(f.path)
         if !Files.exists(p) then Absent
         else if !Files.isRegularFile(p) then Other
         else if Files.size(p) == 0 then EmptyFile
         else DataFile
-      }.getOrElse(Other)
+      catch case _: Exception => Other
     case _ => Other
 
 /** What a standard stream of this process is connected to. */

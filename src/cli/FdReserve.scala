@@ -2,19 +2,26 @@ package asyncpipe.cli
 
 import java.io.{FileInputStream, IOException}
 
-/** One file descriptor held back from the start, and given back when the process runs out of
+/** A few file descriptors held back from the start, and given back when the process runs out of
   * them (EMFILE, "too many open files"), so that reporting it still works.
   *
   * Why: the JVM loads a class that its AOT cache does not hold from the jar, and opens the jar
   * only then; a class first needed to report a failure (the error of an open that found no
   * descriptor left) cannot be loaded without one, and the report becomes a
-  * `NoClassDefFoundError`. `Main` takes the reserve first thing; every place that opens an
+  * `NoClassDefFoundError` (and opening the jar may need more than one: reading its entries loads
+  * the JDK's zip library). `Main` takes the reserve first thing; every place that opens an
   * endpoint or starts a command calls [[release]] with its failure before it builds the report
   * (this object is loaded by then, so the call itself needs nothing from the jar).
   */
 object FdReserve:
-  @volatile private var held: FileInputStream | Null =
-    try FileInputStream("/dev/null") catch case _: IOException => null
+  /** How many descriptors are held back. */
+  val Size = 4
+  @volatile private var held: Array[FileInputStream] =
+    val kept = new Array[FileInputStream](Size)
+    var n = 0
+    try while n < Size do { kept(n) = FileInputStream("/dev/null"); n += 1 }
+    catch case _: IOException => ()
+    java.util.Arrays.copyOf(kept, n)
 
   /** Takes the reserve (loading this object does). */
   def take(): Unit = ()
@@ -28,6 +35,6 @@ object FdReserve:
       out = m != null && m.contains("Too many open files")
       t = t.getCause
     val h = held
-    if out && h != null then
-      held = null
-      try h.close() catch case _: IOException => ()
+    if out && h.length > 0 then
+      held = new Array[FileInputStream](0)
+      for f <- h do try f.close() catch case _: IOException => ()

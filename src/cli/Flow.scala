@@ -380,15 +380,23 @@ object Flow:
       tell.warning(error.render + " (going on with the other outputs)")
       warned = true
 
-    /** The status: a signal's, else the first error (the others printed here), else 141 for a
-      * closed pipe, else 1 if a warned failure happened, else 0.
+    /** The status: a signal's (the first one's, [[Signals.received]]; also when the pipe closed
+      * first, as when one signal stops this stage and the next), else the first error (the others
+      * printed here), else 141 for a closed pipe, else 1 if a warned failure happened, else 0.
       */
     def outcome: Either[CliError, Int] =
       val all = errors.asScala.toList
-      ending match
-        case Some(Ending.Signalled(stop)) =>
+      val pipe = ending.contains(Ending.PipeClosed) && all.isEmpty
+      val signal = (if pipe then Signals.receivedWithin(Signals.PipeGraceMillis) else Signals.received)
+        .orElse(ending.collect { case Ending.Signalled(stop) => stop })
+      signal match
+        case Some(stop) =>
           all.foreach(e => tell.error(e.render))
           Right(stop.exitCode)
+        case None => settled(all)
+
+    private def settled(all: List[CliError]): Either[CliError, Int] =
+      ending match
         case _ if all.nonEmpty =>
           all.tail.foreach(e => tell.error(e.render))
           Left(all.head)

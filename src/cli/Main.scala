@@ -19,12 +19,14 @@ object Main:
   private lazy val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r // lazy: StringOps spins a lambda
 
   def main(args: Array[String]): Unit =
-    Signals.install() // first: a signal must never meet the JVM's own handler (see Signals)
-    FdReserve.take()
     Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
 
   /** Everything `main` does but exiting: runs `args` on the process's standard streams. */
   def launch(args: Array[String]): Int =
+    // First: a signal must never meet the JVM's own handler (see Signals). Here, not in `main`, so
+    // that the AOT cache's training run (which calls this) holds their classes.
+    Signals.install()
+    FdReserve.take()
     if args.length > 0 && startsCommands(args(0)) then ProcessGroup.prepare() // alongside all set-up
     val io = Io(OwnedOutput.stdout, System.err)
     val status = run(listOf(args), io)
@@ -54,7 +56,7 @@ object Main:
     val outcome =
       try
         dispatch(args, io) match // not flatMap: no closure at the end of every command
-          case Right(status) => { io.out.flush(); Right(status) }
+          case Right(status) => { finalFlush(io, status); Right(status) }
           case failed        => failed
       catch
         case e: CliError.Failed => Left(e.error)
@@ -65,6 +67,14 @@ object Main:
         val text = error.render
         if text.nonEmpty then io.err.println(text)
         error.exitCode
+
+  /** Writes out what is left on stdout. A reader gone (EPIPE) makes a command that ended well end
+    * with 141; one that ended otherwise (a signal's status, an error's) keeps its status: what it
+    * had to say is said, and the closed pipe is most often that signal's doing.
+    */
+  private def finalFlush(io: Io, status: Int): Unit =
+    try io.out.flush()
+    catch case e: DownstreamGone => if status == ExitCode.Ok then throw e
 
   private def dispatch(args: Seq[String], io: Io): Either[CliError, Int] =
     args match

@@ -63,6 +63,7 @@ final class Records(out: OwnedOutput, control: Control):
         written += 1
         writer.write(batch)
         writer.flush()
+        out.flush() // here, not on the idle flush's thread: a reader gone halts the run at once
       finally lock.unlock()
 
   private def copy(in: InputStream, command: String): Unit =

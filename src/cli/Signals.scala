@@ -29,10 +29,19 @@ enum Stop(val signalName: String, val exitCode: Int):
   * A signal that the process inherited as ignored (SIGHUP under `nohup`) stays ignored. The JVM
   * runs each signal's handler on a thread of its own, so a stopper may take a moment, but it
   * should only start the stop (cancel a scope, signal a child) and return.
+  *
+  * Which signal came first: the JVM's one signal dispatcher starts a handler thread per signal,
+  * in the order the signals arrive, but a loaded machine may run those threads in another order.
+  * So the first signal is the one whose handler thread was made first (the lowest thread id), and
+  * its status is the exit status, whichever handler runs first; the count of handlers that have
+  * run decides what is done (stop, end, halt).
   */
 object Signals:
-  private val first = AtomicReference[Stop | Null](null)
-  private val later = java.util.concurrent.atomic.AtomicInteger(0) // signals after the first
+  /** A signal, and the id of the thread that handles it (its place in the order of arrival). */
+  private final class Arrival(val stop: Stop, val order: Long)
+  private val first = AtomicReference[Arrival | Null](null)
+  private val count = java.util.concurrent.atomic.AtomicInteger(0) // handlers that have run
+  private val any = java.util.concurrent.CountDownLatch(1) // opened by the first handler to run
   private val stopper = AtomicReference[Stopper | Null](null)
   // Whether the stopper has been called (by the handler, or by onStop for an early signal).
   private val told = AtomicBoolean(false)
@@ -62,12 +71,18 @@ object Signals:
       i += 1
 
   private def arrived(stop: Stop): Unit =
-    if first.compareAndSet(null, stop) then
-      val s = stopper.get
-      if s == null then Runtime.getRuntime.halt(stop.exitCode) // before any command began
-      else tell(s, stop)
-    else if later.incrementAndGet() == 1 then second.accept(first.get.nn.exitCode)
-    else Runtime.getRuntime.halt(first.get.nn.exitCode) // the user will not wait for the frame
+    val me = Arrival(stop, Thread.currentThread.threadId)
+    var seen = first.get
+    while (seen == null || me.order < seen.order) && !first.compareAndSet(seen, me) do seen = first.get
+    any.countDown()
+    val earliest = first.get.nn.stop
+    count.incrementAndGet() match
+      case 1 =>
+        val s = stopper.get
+        if s == null then Runtime.getRuntime.halt(earliest.exitCode) // before any command began
+        else tell(s, earliest)
+      case 2 => second.accept(earliest.exitCode)
+      case _ => Runtime.getRuntime.halt(earliest.exitCode) // the user will not wait for the frame
 
   private def tell(s: Stopper, stop: Stop): Unit = if told.compareAndSet(false, true) then s.stop(stop)
 
@@ -80,7 +95,7 @@ object Signals:
     second = end
     stopper.set(s)
     val early = first.get
-    if early != null then tell(s, early)
+    if early != null then tell(s, early.stop)
 
   // Tests run commands without `main`: onStop installs the handlers then.
   @volatile private var installed = false
@@ -92,5 +107,24 @@ object Signals:
     OwnedOutput.quiesceAll()
     Runtime.getRuntime.halt(status)
 
-  /** The signal that asked for the stop, if one came. */
-  def received: Option[Stop] = Option(first.get)
+  /** The signal that asked for the stop (the first to arrive), if one came: the exit status a
+    * command reports once a signal came, whatever else ended it meanwhile (a closed pipe, most
+    * often the reader that the same signal stopped first).
+    */
+  def received: Option[Stop] =
+    val a = first.get
+    if a == null then None else Some(a.stop)
+
+  /** [[received]], after waiting up to `millis` for a signal's handler to run. For a command whose
+    * reader went away: one signal to a whole pipeline (Ctrl-C) may stop the reader before this
+    * process's handler thread runs (the JVM starts one per signal), and the signal, not the closed
+    * pipe, is what ended the pipeline.
+    */
+  def receivedWithin(millis: Long): Option[Stop] =
+    if first.get == null then
+      try any.await(millis, java.util.concurrent.TimeUnit.MILLISECONDS)
+      catch case _: InterruptedException => Thread.currentThread.interrupt()
+    received
+
+  /** How long a command whose reader went away waits for a signal that may be on its way. */
+  val PipeGraceMillis: Long = 50

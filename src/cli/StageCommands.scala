@@ -55,20 +55,40 @@ object StageCommands:
     * count (`asyncpipe - file:x < x`, `asyncpipe file:y - >> y`), as do links and other names.
     */
   private def sameFileCheck(plans: Seq[StagePlan]): Either[CliError, Unit] =
-    val reads = plans.flatMap(_.inputs).flatMap(SameFile.of(_, Role.Source))
-    val writes = plans.flatMap(_.outputs).flatMap(SameFile.of(_, Role.Sink))
-    val clash = for r <- reads; w <- writes if r.key == w.key yield (r, w)
-    clash.headOption match
-      case Some((r, w)) =>
-        val loop = if w.address == Address.Std then "grow it without end while it is read" else "destroy what is being read"
-        Left(CliError.BadToken(None, w.address.render, s"${w.what} is the same file as ${r.what}: writing it would $loop",
-          "a different file for the output"))
-      case None => Right(())
+    // Loops, not combinators: their closures would be spun at run time on every start (ADR 0008,
+    // "Start-up"), as the AOT cache's training reads no regular file.
+    val reads = SameFile.all(plans, Role.Source)
+    val writes = SameFile.all(plans, Role.Sink)
+    var clash: CliError | Null = null
+    var i = 0
+    while clash == null && i < reads.length do
+      var j = 0
+      while clash == null && j < writes.length do
+        val (r, w) = (reads(i), writes(j))
+        if r.key == w.key then
+          val loop = if w.address == Address.Std then "grow it without end while it is read" else "destroy what is being read"
+          clash = CliError.BadToken(None, w.address.render, s"${w.what} is the same file as ${r.what}: writing it would $loop",
+            "a different file for the output")
+        j += 1
+      i += 1
+    if clash == null then Right(()) else Left(clash.nn)
 
   /** A regular file a stage reads or writes: its device and inode (`key`), and how to name it. */
   private final case class SameFile(address: Address, key: AnyRef, what: String)
 
   private object SameFile:
+    /** The regular files that `plans` read (`Role.Source`) or write. */
+    def all(plans: Seq[StagePlan], role: Role): Vector[SameFile] =
+      val found = Vector.newBuilder[SameFile]
+      val stages = plans.iterator
+      while stages.hasNext do
+        val p = stages.next()
+        val addresses = (if role == Role.Source then p.inputs else p.outputs).iterator
+        while addresses.hasNext do
+          val f = of(addresses.next(), role)
+          if f.isDefined then found += f.get
+      found.result()
+
     /** The file behind `address` in `role`, when it is a regular file that exists. */
     def of(address: Address, role: Role): Option[SameFile] =
       val (path, what) = address match
@@ -76,10 +96,11 @@ object StageCommands:
         case Address.Std if role == Role.Source => (Path.of("/proc/self/fd/0"), "stdin")
         case Address.Std                 => (Path.of("/proc/self/fd/1"), "stdout")
         case _                           => return None
-      Try(Files.readAttributes(path, classOf[java.nio.file.attribute.BasicFileAttributes])).toOption
-        .filter(_.isRegularFile)
-        .flatMap(a => Option(a.fileKey))
-        .map(SameFile(address, _, what))
+      val attributes =
+        try Files.readAttributes(path, classOf[java.nio.file.attribute.BasicFileAttributes])
+        catch case _: java.io.IOException => null
+      if attributes == null || !attributes.isRegularFile || attributes.fileKey == null then None
+      else Some(SameFile(address, attributes.fileKey, what))
 
   extension [A](list: List[String])
     private def traverse(f: String => Either[CliError, A]): Either[CliError, List[A]] =

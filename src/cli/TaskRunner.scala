@@ -146,7 +146,11 @@ final class TaskRunner(options: TaskOptions, io: Io):
     val result: Try[Unit] =
       try Bodies.blocking(Execution(attempt, control, tally))
       finally if watch != null then watch.stop()
-    control.halted match
+    // A signal decides the status, also when the pipe closed first (one signal to a pipeline
+    // stops the reader too); it is the first signal's ([[Signals.received]]).
+    val pipe = control.halted.contains(Halt.Failed(CliError.DownstreamGone))
+    val signal = if pipe then Signals.receivedWithin(Signals.PipeGraceMillis) else Signals.received
+    signal.map(Halt.Signalled(_)).orElse(control.halted) match
       case Some(Halt.Signalled(stop)) => Right(stop.exitCode)
       case Some(Halt.Failed(error))   => Left(error)
       case None =>

@@ -89,6 +89,22 @@ class FaultTest extends munit.FunSuite with Watchdog:
     val out = os.read(r.stdoutFile)
     assertEquals(out, (1 to out.count(_ == '\n')).map(_.toString + "\n").mkString)
 
+  e2e.test("one SIGTERM to every stage of a pipeline, the reader first: each exits 143, not 141 for the pipe it closed"): env =>
+    val input = numberLines(1_500_000)
+    val in = env.write("in", input)
+    for round <- 1 to 5 do
+      val out = env.dir / s"out$round"
+      val stages = Seq(Seq(s"file:$in", "-"), Seq("-", s"file:$out"))
+      val builders = stages.zipWithIndex.map((a, i) => ProcessBuilder(Launch.command(a*).asJava).redirectError((env.dir / s"err$round-$i").toIO))
+      builders.head.redirectInput(Redirect.from(File("/dev/null")))
+      val procs = ProcessBuilder.startPipeline(builders.asJava).asScala.toSeq
+      env.adopt(procs*)
+      Support.eventually("the copy to be under way", Slow) { os.exists(out) && os.size(out) > 100_000 }
+      os.proc("kill", "-TERM", procs(1).pid.toString, procs(0).pid.toString).call(check = false)
+      for (p, i) <- procs.zipWithIndex do
+        assertEquals(exitOf(p, s"stage ${i + 1}", Slow), ExitCode.Terminated, s"round $round, stage ${i + 1}: ${os.read(env.dir / s"err$round-$i")}")
+      assertWholePrefix("lines", os.read.bytes(out), input, complete = false)
+
   // -----------------------------------------------------------------------------------------------
   // 3. A full disk (or a file-size limit): the file is cut back to its last whole frame
 

@@ -56,17 +56,21 @@ class InstallTest extends munit.FunSuite:
       */
     def spunLambdas(args: String*): Seq[String] =
       val log = tmp / s"class-load-${args.mkString("_").replaceAll("[^A-Za-z0-9_]", "")}.txt"
-      val r = os.proc(launcher, args).call(stdin = "one line\n", stderr = os.Pipe, check = false,
+      // A file read gets no stdin (a single address with data on stdin would be its sink).
+      val (stdin, expected) = if args.exists(_.startsWith("file:")) then (os.Path("/dev/null"): os.ProcessInput, "a\nb\n") else ("one line\n": os.ProcessInput, "one line\n")
+      val r = os.proc(launcher, args).call(stdin = stdin, stderr = os.Pipe, check = false,
         env = Map("ASYNCPIPE_JAVA_OPTS" -> s"-Xlog:class+load=info:file=$log"))
       assertEquals(r.exitCode, 0, s"asyncpipe ${args.mkString(" ")} failed:\n${r.err.text()}")
-      assertEquals(r.out.text(), "one line\n", s"asyncpipe ${args.mkString(" ")}")
+      assertEquals(r.out.text(), expected, s"asyncpipe ${args.mkString(" ")}")
       val jdk = """\] (java|javax|jdk|sun|com\.sun)\.""".r // the class name follows "[class,load] "
       os.read.lines(log).filter(l => l.contains("$$Lambda") && !l.contains("shared objects file") && jdk.findFirstIn(l).isEmpty).toSeq
 
     try
       installSh("--jar", assembly.get.toString)
       checkLauncher("after the first install")
-      for args <- Seq(Seq("-", "-"), Seq("mux"), Seq("run", "- | mux | -")) do
+      val small = tmp / "small.txt"
+      os.write(small, "a\nb\n")
+      for args <- Seq(Seq("-", "-"), Seq("mux"), Seq("run", "- | mux | -"), Seq(s"file:$small", "-"), Seq(s"file:$small")) do
         val spun = spunLambdas(args*)
         assert(spun.isEmpty, s"asyncpipe ${args.mkString(" ")} spun ${spun.size} lambdas at run time:\n${spun.mkString("\n")}")
       // Issue 35: out of file descriptors, the installed launcher (whose classes come from the AOT
