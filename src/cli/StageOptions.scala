@@ -82,7 +82,7 @@ object StageOptions:
     Spec("--idle-timeout", Some("DURATION"), "end a UDP source after DURATION without a datagram")((o, v, verb) =>
       duration(v, "--idle-timeout", verb).map(d => o.copy(idleTimeout = Some(d)))),
     Spec("--check-seq", None, "count gaps in the numbers that UDP datagrams start with")((o, _, _) => Right(o.copy(checkSeq = true))),
-    Spec("--final-delimiter", Some("require|warn|optional"), "an input that ends inside a frame: fail (require), pass it on and warn (default), or pass it on")((o, v, verb) =>
+    Spec("--final-delimiter", Some("MODE"), "an input that ends inside a frame: require (fail), warn (pass it on, say so; default), optional")((o, v, verb) =>
       choice(v, "--final-delimiter", FinalDelimiter.values, verb).map(x => o.copy(finalDelimiter = x))),
     Spec("--stats", None, "print a summary line on stderr at exit")((o, _, _) => Right(o.copy(stats = true))),
     Spec("--stats-json", None, "stderr as JSON lines: statistics each second and at exit, notices, warnings, errors")((o, _, _) => Right(o.copy(statsJson = true))),
