@@ -1,5 +1,7 @@
 package asyncpipe.cli
 
+import asyncpipe.cli.command.*
+
 /** The training run of install.sh's JDK AOT cache: runs each argument as one command line (split on
   * spaces; but `run PIPELINE` passes PIPELINE, with its spaces, as one argument) the way
   * `java asyncpipe.cli.Main ARGS` would, all in this one JVM, so that one cache learns the

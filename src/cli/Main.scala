@@ -1,5 +1,10 @@
 package asyncpipe.cli
 
+import asyncpipe.cli.command.*
+import asyncpipe.cli.system.*
+import asyncpipe.cli.stages.*
+import asyncpipe.cli.tasks.*
+
 /** The `asyncpipe` command: dispatches on the first token, renders every error in one place and
   * maps it to an exit status.
   */
@@ -13,7 +18,7 @@ object Main:
     TaskVerbs.every,
     TaskVerbs.retry,
     TaskVerbs.repeat,
-    BenchVerb
+    Verb.above("bench", "asyncpipe.bench.BenchVerb")
   )
 
   private lazy val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r // lazy: StringOps spins a lambda
@@ -79,16 +84,16 @@ object Main:
   private def dispatch(args: Seq[String], io: Io): Either[CliError, Int] =
     args match
       case Seq() =>
-        Left(CliError.Missing(None, "a verb or an address", Help.topSynopsis))
-      case Seq(flag, _*) if HelpFlags.isHelpFlag(flag) || flag == "help" =>
+        Left(CliError.Missing(None, "a verb or an address", Usage.topSynopsis))
+      case Seq(flag, _*) if Usage.isHelpFlag(flag) || flag == "help" =>
         io.out.write(Help.top(verbs))
         Right(ExitCode.Ok)
-      case Seq(flag) if HelpFlags.isVersionFlag(flag) =>
+      case Seq(flag) if Usage.isVersionFlag(flag) =>
         io.out.write(Help.version)
         Right(ExitCode.Ok)
       case Seq(head, rest*) =>
         verbNamed(head) match
-          case Some(verb) if HelpFlags.asksForHelp(rest) =>
+          case Some(verb) if Usage.asksForHelp(rest) =>
             io.out.write(verb.help)
             Right(ExitCode.Ok)
           case Some(verb) => verb.run(rest, io)
@@ -112,7 +117,7 @@ object Main:
     if head.startsWith("-") && head != "-" then
       if args.exists(isPipeline) then RunVerb.run(args, io)
       else if args.tail.exists(isAddress) then StageCommands.addresses(args, io)
-      else Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Help.topSynopsis))
+      else Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Usage.topSynopsis))
     else if isPipeline(head) then RunVerb.run(args, io)
     else
       head match

@@ -1,6 +1,8 @@
 package asyncpipe.bench
 
-import asyncpipe.cli.{Io, Main, OwnedOutput}
+import asyncpipe.cli.Main
+import asyncpipe.cli.command.Io
+import asyncpipe.cli.system.OwnedOutput
 import java.io.{ByteArrayOutputStream, PrintStream}
 import java.nio.channels.Channels
 

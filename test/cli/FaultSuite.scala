@@ -1,5 +1,7 @@
 package asyncpipe.cli
 
+import asyncpipe.cli.command.*
+
 import asyncpipe.async.Watchdog
 import java.io.{ByteArrayOutputStream, File, IOException, InputStream, OutputStream}
 import java.lang.ProcessBuilder.Redirect

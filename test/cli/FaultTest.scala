@@ -1,5 +1,8 @@
 package asyncpipe.cli
 
+import asyncpipe.cli.command.*
+import asyncpipe.cli.stages.*
+
 import asyncpipe.async.{Support, Watchdog}
 import java.io.{File, InputStream}
 import java.lang.ProcessBuilder.Redirect

@@ -1,5 +1,7 @@
 package asyncpipe.cli
 
+import asyncpipe.cli.command.*
+
 import scala.concurrent.duration.*
 
 /** install.sh end to end: installs the prebuilt assembly (ASYNCPIPE_ASSEMBLY, set by build.mill)

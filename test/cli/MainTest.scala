@@ -1,5 +1,9 @@
 package asyncpipe.cli
 
+import asyncpipe.cli.command.*
+import asyncpipe.cli.system.*
+import asyncpipe.cli.stages.*
+
 import java.io.{ByteArrayOutputStream, PrintStream}
 import java.nio.channels.Channels
 
@@ -21,7 +25,7 @@ class MainTest extends munit.FunSuite:
     val r = run("--help")
     assertEquals((r.status, r.err), (0, ""))
     for v <- Main.verbs do assert(r.out.contains(s"\n  ${v.name} "), s"verb ${v.name} missing from help")
-    for (form, _) <- Help.addressForms do assert(r.out.contains(form), s"address $form missing from help")
+    for (form, _) <- Address.forms do assert(r.out.contains(form), s"address $form missing from help")
 
   test("every verb has its own --help"):
     for v <- Main.verbs do
@@ -30,9 +34,9 @@ class MainTest extends munit.FunSuite:
       assert(r.out.startsWith(s"Usage: asyncpipe ${v.name}"), r.out)
 
   test("--help after -- belongs to the command, not to asyncpipe"):
-    assert(HelpFlags.asksForHelp(Seq("1s", "--help")))
-    assert(!HelpFlags.asksForHelp(Seq("1s", "--", "grep", "--help")))
-    assertEquals(Help.addressSchemes, Set("file", "udp", "tick"))
+    assert(Usage.asksForHelp(Seq("1s", "--help")))
+    assert(!Usage.asksForHelp(Seq("1s", "--", "grep", "--help")))
+    assertEquals(Address.schemes, Set("file", "udp", "tick"))
 
   test("an unknown verb is a usage error that names it"):
     val r = run("frobnicate", "x")

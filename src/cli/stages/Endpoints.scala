@@ -1,0 +1,399 @@
+package asyncpipe.cli.stages
+
+import asyncpipe.cli.command.*
+import asyncpipe.cli.frames.*
+import asyncpipe.cli.system.*
+
+import asyncpipe.async.*
+import asyncpipe.io.IoFailure
+import java.io.{FileDescriptor, FileInputStream, IOException}
+import java.nio.ByteBuffer
+import java.nio.channels.{FileChannel, ReadableByteChannel}
+import java.nio.file.{Files, Path, StandardOpenOption}
+
+/** What one endpoint has moved, for `--stats`: written by the endpoint's own thread, read by any. */
+final class Counters(val name: String):
+  @volatile var frames = 0L
+  @volatile var bytes = 0L
+  /** Frames dropped here: the next stage was busy (`--on-full drop`) or too large (`--oversize drop`). */
+  @volatile var dropped = 0L
+  /** Datagrams the kernel dropped on this socket (its receive buffer was full), from /proc/net/udp. */
+  @volatile var kernelDrops = 0L
+  /** Frames missing by their sequence numbers (`--check-seq`). */
+  @volatile var seqGaps = 0L
+  /** Frames that ended without their terminator (the last line of a stream, of a rotated file). */
+  @volatile var unterminated = 0L
+
+  def add(batch: FrameBatch, countFrames: Boolean): Unit =
+    bytes += batch.length
+    if countFrames then frames += batch.frameCount
+
+/** Why an endpoint failed: its address and the OS's (or the rule's) reason, as the user sees it. */
+object EndpointFailure:
+  def apply(subject: String, operation: String, e: Throwable): CliError =
+    e match
+      case f: CliError.Failed  => f.error
+      case f: FramingException => CliError.Runtime(subject, f.getMessage)
+      case _                   => CliError.Runtime(subject, s"$operation: ${IoFailure.reason(e)}")
+
+/** A source of messages: a stream (stdin, a file, a FIFO), a UDP socket, or a timer. */
+trait Input:
+  def address: Address
+  val counters: Counters = Counters(address.render)
+  /** Acquires the endpoint (opens the file, binds the port); throws [[CliError.Failed]] with the reason. */
+  def open(): Unit
+  /** What the user must be told once the endpoint is open, a line each on stderr (the port the
+    * kernel chose for `udp:0`, a receive buffer the kernel capped).
+    */
+  def opened: Seq[String] = Nil
+  /** What the user must be told once the input has ended, a warning a line on stderr. */
+  def endNotes: Seq[String] = Nil
+  /** True when `pump` runs on a platform thread of its own, which the flow does not wait for
+    * when stopping: it may block in a system call that no cancel ends (a read of a pipe), or
+    * waits in one more cheaply than a future could (a UDP socket).
+    */
+  def detached: Boolean = false
+  /** True when more of the input is ready now, so that reading it would not wait (a regular file
+    * before its end, a pipe holding data). A direct copy ([[Flow]]) flushes its output only when
+    * this is false: when the input is about to wait, not after every message.
+    */
+  def atHand: Boolean = false
+  /** True when `pump` drops a message the next stage has no room for (`trySend`, `--on-full
+    * drop`) rather than waiting: such an input always hands over through a channel.
+    */
+  def dropsWhenFull: Boolean = false
+  /** Sends the input's messages into `out` until the input ends (returns), fails (throws), or is
+    * cancelled. Never sends [[Message.End]]: the flow does.
+    */
+  def pump(out: SendableChannel[FrameBatch])(using Async): Unit
+  /** Releases the endpoint; idempotent. */
+  def close(): Unit
+
+/** A sink of messages: a stream (stdout, a file), a UDP destination, or the next stage's channel. */
+trait Output:
+  def name: String
+  val counters: Counters = Counters(name)
+  def open(): Unit
+  def write(batch: FrameBatch)(using Async): Unit
+  /** The stage has nothing more at hand for now: hand on what is buffered (interactive lines). */
+  def idle()(using Async): Unit
+  /** The input has ended: hand on everything, then release the endpoint (or pass the end on). */
+  def finish()(using Async): Unit
+  /** Releases the endpoint after a failure, without waiting for anything. */
+  def abort(): Unit
+  /** What a [[KernelCopy]] may move bytes into, if this output takes one. */
+  def kernelTarget: KernelTarget | Null = null
+  /** Writes out whatever the output buffered, then runs `move` (a kernel copy into the output's
+    * descriptor) holding the output as a write does: a halt waits for it ([[OwnedOutput]]).
+    */
+  def kernelMove[T](move: => T): T = move
+  /** Counts `n` bytes that a kernel copy moved into the output. */
+  def movedInKernel(n: Long): Unit = ()
+  /** The descriptor whose reader, once gone, ends this output as a failed write would
+    * ([[ReaderWatch]]): standard output, or a file output that is not a regular file (a FIFO);
+    * -1 for any other output.
+    */
+  def readerFd: Int = -1
+
+/** The messages between stages. */
+object Message:
+  /** The end of one upstream: every channel into a stage carries exactly one, after its data. */
+  val End: FrameBatch = FrameBatch(Framing.Len, Array.emptyByteArray, 0, terminated = true)
+  def isEnd(m: FrameBatch): Boolean = m eq End
+
+// -------------------------------------------------------------------------------------------------
+// Streams
+
+/** Standard input, or a file (regular, FIFO, device) read from its start; with `follow`, a file
+  * read on as it grows and across rotation and truncation (as `tail -F`), by a [[Follow]]. A
+  * partial last frame is kept until its end arrives. The input reads into direct buffers of
+  * `pool`, which become its messages as they are ([[BatchReader]]).
+  */
+final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean, pool: BufferPool,
+    finalDelimiter: FinalDelimiter = FinalDelimiter.Warn) extends Input:
+  private var channel: ReadableByteChannel | Null = null
+  // Standard input's stream, which can say how many bytes a pipe holds (FIONREAD).
+  private var stdin: FileInputStream | Null = null
+  // A regular file read once (not followed): a read never waits, whatever its size.
+  private var regular = false
+  // A pipe, FIFO, socket or terminal: a stream whose writer may die in the middle of a frame.
+  private var streamed = false
+  @volatile private var notes: List[String] = Nil
+  @volatile private var closed = false
+  // With `follow`: what reads the file, and the files that later take its name.
+  private var follower: Follow | Null = null
+
+  private def path: Option[Path] = address match
+    case Address.File(p, _, _, _) => Some(Path.of(p))
+    case _                        => None
+  private def follow = address match
+    case f: Address.File => f.follow
+    case _               => false
+
+  // A read of a pipe, terminal or FIFO blocks in read(2), which nothing but data or a signal ends.
+  override def detached: Boolean = true
+  /** Standard input only: grows its pipe once the stream carries data ([[PipeSize.Growth]]). */
+  private var growth: PipeSize.Growth | Null = null
+
+  def open(): Unit =
+    if follow then
+      val f = Follow(path.get, address.render, framing, pool, counters, countFrames)
+      f.open()
+      follower = f
+    else channel = path match
+      case None =>
+        growth = PipeSize.Growth(0)
+        val in = FileInputStream(FileDescriptor.in)
+        stdin = in
+        streamed = StreamKind.of(0) != StreamKind.RegularFile
+        in.getChannel
+      case Some(p) =>
+        regular = Files.isRegularFile(p)
+        streamed = !regular
+        openFile(p)
+
+  override def opened: Seq[String] =
+    val f = follower
+    if f != null then f.notices else Nil
+
+  override def atHand: Boolean =
+    val in = stdin
+    if in != null then try in.available() > 0 catch case _: IOException => false
+    else regular
+
+  private def openFile(p: Path): FileChannel =
+    try FileChannel.open(p, StandardOpenOption.READ)
+    catch
+      case e: Exception =>
+        FdReserve.release(e)
+        throw CliError.Failed(EndpointFailure(address.render, s"open $p", e))
+
+  def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
+    val f = follower
+    if f != null then f.pump(out) else readStream(out)
+
+  private def readStream(out: SendableChannel[FrameBatch])(using Async): Unit =
+    val reader = BatchReader(framing, pool)
+    val emit: FrameBatch => Unit = batch =>
+      if !batch.terminated then endedInsideFrame(batch)
+      counters.add(batch, countFrames)
+      out.send(batch)
+    val ch = channel.nn
+    var done = false
+    // A kernel copy takes over once the stream has passed `KernelCopy.After` bytes.
+    // (Nothing of it is looked at before then: not even the classes are loaded.)
+    var kernel = out match
+      case sink: KernelSink if framing != Framing.Len && !countFrames => sink
+      case _                                                        => null
+    var read = 0L
+    while !done && !closed do
+      if kernel != null && read >= KernelCopy.After then
+        done = copyInKernel(kernel.nn, reader, emit)
+        kernel = null
+      val n = if done then 0 else readOnce(ch, reader, emit)
+      if n > 0 then read += n
+      else if n < 0 then
+        reader.finish(emit)
+        done = true
+
+  override def endNotes: Seq[String] = notes.reverse
+
+  /** The stream ended inside a frame (`lines`, `nul`): `batch` holds that frame's bytes, without
+    * its terminator. A writer that died mid-frame leaves one, as does a file written without a
+    * final newline (`--final-delimiter`): refused under `require` (the stage fails, exit 1), else
+    * counted and passed on as an unterminated frame, and under `warn` reported when it came from
+    * a pipe or the like (a regular file's last line is what the file holds).
+    */
+  private def endedInsideFrame(batch: FrameBatch): Unit =
+    val terminator = if framing == Framing.Nul then "0 byte" else "newline"
+    val said = s"the input ended inside a frame (${batch.length} bytes after its last $terminator)"
+    if finalDelimiter == FinalDelimiter.Require then
+      batch.release()
+      throw FramingException(s"$said: not passed on (--final-delimiter require)")
+    counters.unterminated += 1
+    if streamed && finalDelimiter == FinalDelimiter.Warn then
+      notes = s"asyncpipe: ${address.render}: $said: passed on as they are (--final-delimiter require refuses them, optional passes them quietly)" :: notes
+
+  /** Copies the rest of the stream into `sink` inside the kernel ([[KernelCopy]]): from a regular
+    * file, or from a pipe when splice(2) can be had. True when the input has ended; false when the
+    * usual reading must go on (with `reader`, which holds what was read so far).
+    */
+  private def copyInKernel(sink: KernelSink, reader: BatchReader, emit: FrameBatch => Unit)(using Async): Boolean =
+    val fc = channel.nn.asInstanceOf[FileChannel] // stdin's channel is a FileChannel too
+    val regularNow = regular || (stdin != null && Files.isRegularFile(Path.of("/proc/self/fd/0")))
+    val calls = if regularNow || sink.kernelTarget == null then null else Splice.syscalls().orNull
+    val fd = if stdin != null then 0 else Splice.descriptor(fc)
+    if sink.kernelTarget == null || fd < 0 || (!regularNow && calls == null) then false
+    else
+      val readOn = () => readOnce(fc, reader, emit) >= 0 || { reader.finish(emit); false }
+      val moved = (n: Long) =>
+        counters.bytes += n
+        if growth != null then growth.nn.passed(n)
+      val copy = KernelCopy(calls, fd, fc, regularNow, framing, reader, sink, emit, readOn, moved)
+      val outcome = try copy.run() catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
+      outcome == KernelCopy.Outcome.Ended
+
+  /** Reads once into `reader` (see [[fill]]) and emits the whole frames read so far; the bytes
+    * read, or -1 at the end.
+    */
+  private def readOnce(ch: ReadableByteChannel, reader: BatchReader, emit: FrameBatch => Unit): Int =
+    val n = try fill(ch, reader.room) catch case e: IOException => throw CliError.Failed(EndpointFailure(address.render, "read", e))
+    if n > 0 then
+      if growth != null then growth.nn.passed(n)
+      reader.filled(emit)
+    n
+
+  /** Reads at least one byte (or the end, -1) into `buffer`; then, while a pipe already holds more
+    * and there is room, reads on, so that a fast writer's data moves in large messages (a read of
+    * a pipe returns at most what the pipe holds). The end found while reading on is found again by
+    * the next call.
+    */
+  private def fill(ch: ReadableByteChannel, buffer: ByteBuffer): Int =
+    var n = ch.read(buffer)
+    val in = stdin
+    if n > 0 && in != null then
+      var more = true
+      while more && buffer.remaining >= Endpoints.DefaultPipeSize && in.available() > 0 do
+        val m = ch.read(buffer)
+        if m > 0 then n += m else more = false
+    n
+
+  def close(): Unit =
+    closed = true
+    val f = follower
+    if f != null then f.close()
+    if path.isDefined then
+      val ch = channel
+      if ch != null then try ch.close() catch case _: IOException => ()
+
+/** Standard output, or a file (created or truncated; with `append`, appended to; with `fsync`,
+  * forced to disk each time the output catches up with its input and at the end). Frames are
+  * encoded into a 64 KiB buffer that is written out when full, when the stage is idle, and at the
+  * end: a stop never leaves a partial frame behind from this buffer.
+  */
+final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOutput, countFrames: Boolean) extends Output:
+  def name: String = address.render
+  private var file: FileChannel | Null = null
+  private var out: OwnedOutput = stdout
+  private var writer: FrameWriter | Null = null
+  private val fsync = address match
+    case f: Address.File => f.fsync
+    case _               => false
+
+  def open(): Unit =
+    address match
+      case Address.File(p, append, _, _) =>
+        val path = Path.of(p)
+        val mode = if append then StandardOpenOption.APPEND else StandardOpenOption.TRUNCATE_EXISTING
+        try file = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, mode)
+        catch
+          case e: Exception =>
+            FdReserve.release(e)
+            throw CliError.Failed(EndpointFailure(address.render, s"open $path", e))
+        out = OwnedOutput(file.nn)
+      case _ => growth = PipeSize.Growth(1)
+    writer = FrameWriter(framing, out)
+
+  /** Standard output only: grows its pipe once the stream carries data ([[PipeSize.Growth]]). */
+  private var growth: PipeSize.Growth | Null = null
+
+  def write(batch: FrameBatch)(using Async): Unit =
+    writer.nn.write(batch)
+    if growth != null then growth.nn.passed(batch.length)
+    if batch.framing == framing || !countFrames then counters.add(batch, countFrames)
+    else
+      // Re-encoded (a UDP datagram, a frame of another stage's framing): count the bytes written.
+      var bytes = 0L
+      batch.foreach((_, _, length, terminated) => bytes += length + StreamOutput.overhead(framing, terminated))
+      counters.bytes += bytes
+      counters.frames += batch.frameCount
+    batch.release()
+
+  def idle()(using Async): Unit =
+    writer.nn.flush()
+    if fsync then
+      out.flush()
+      file.nn.force(false)
+
+  def finish()(using Async): Unit =
+    writer.nn.flush()
+    out.flush()
+    val f = file
+    if f != null then
+      if fsync then f.force(true)
+      f.close()
+
+  def abort(): Unit =
+    val f = file
+    if f != null then try f.close() catch case _: IOException => ()
+
+  /** Standard output when it is not a regular file and nothing is counted: a pipe (or a device)
+    * takes spliced pages at no cost, while a file's own pages are written faster by write(2) than
+    * by splice(2) or sendfile(2) (400 MB into tmpfs: 0.3 s against 0.7-0.9 s), so a file never does.
+    */
+  override lazy val kernelTarget: KernelTarget | Null =
+    address match
+      case Address.Std if stdout.descriptor == 1 && !countFrames && Splice.permitted && StreamKind.of(1) != StreamKind.RegularFile =>
+        KernelTarget(1, java.io.FileOutputStream(FileDescriptor.out).getChannel)
+      case _ => null
+
+  override def readerFd: Int =
+    val f = file
+    if address == Address.Std then stdout.descriptor
+    else if f == null then -1
+    else
+      val fd = Splice.descriptor(f)
+      if fd >= 0 && StreamKind.of(fd) != StreamKind.RegularFile then fd else -1
+
+  override def kernelMove[T](move: => T): T =
+    writer.nn.flush()
+    out.exclusively(move)
+
+  override def movedInKernel(n: Long): Unit =
+    counters.bytes += n
+    if growth != null then growth.nn.passed(n)
+
+object StreamOutput:
+  /** The bytes `framing` adds to a frame's payload on the wire. */
+  def overhead(framing: Framing, terminated: Boolean): Int = if terminated then framing.overhead else 0
+
+/** The next stage of an in-process pipeline: messages go into its channel as they are (no framing),
+  * shared among that stage's `consumers` outputs, and the end of this stage's input becomes one
+  * [[Message.End]] there.
+  */
+final class ChannelOutput(val name: String, next: SendableChannel[FrameBatch], consumers: Int) extends Output:
+  def open(): Unit = ()
+  def write(batch: FrameBatch)(using Async): Unit =
+    batch.share(consumers) // this output's hold passes on to the next stage
+    next.send(batch)
+  def idle()(using Async): Unit = ()
+  def finish()(using Async): Unit = next.send(Message.End)
+  def abort(): Unit = ()
+
+object Endpoints:
+  /** The size of a stream input's read buffers, so the largest message it makes (bytes read
+    * before they are passed on). Large enough that a gigabyte is a few thousand messages, small
+    * enough that the two or three buffers in use stay in the CPU's cache (a 1 MiB one did not:
+    * a copy stage used a third more CPU).
+    */
+  val ReadSize: Int = 256 * 1024
+  /** What a pipe holds by default on Linux (see [[PipeSize]]): reading on is worth it while there is room for that. */
+  val DefaultPipeSize: Int = 64 * 1024
+  /** How often a followed file is looked at again when no change was notified ([[Follow]]). */
+  val FollowPollMillis: Long = 100
+
+  /** The input for a source address. */
+  def input(address: Address, options: StageOptions): Input =
+    address match
+      case Address.Std | _: Address.File =>
+        StreamInput(address, options.frame, options.counting, BufferPool(ReadSize, keep = 2 * options.buffer + 4),
+          options.finalDelimiter)
+      case _: Address.UdpAny | _: Address.Udp => UdpInput(address, options)
+      case t: Address.Tick                    => TickInput(t)
+
+  /** The output for a sink address. */
+  def output(address: Address, options: StageOptions, stdout: OwnedOutput): Output =
+    address match
+      case Address.Std | _: Address.File => StreamOutput(address, options.frame, stdout, options.counting)
+      case u: Address.Udp                => UdpOutput(u, options)
+      case other => throw IllegalArgumentException(s"${other.render} is not a sink (checkRole refuses it)")

@@ -1,0 +1,409 @@
+package asyncpipe.cli.stages
+
+import asyncpipe.cli.command.*
+import asyncpipe.cli.frames.*
+import asyncpipe.cli.system.*
+
+import asyncpipe.async.*
+import java.io.IOException
+import java.util.concurrent.ConcurrentLinkedQueue
+import java.util.concurrent.atomic.AtomicInteger
+import scala.jdk.CollectionConverters.*
+import scala.util.{Failure, Success, Try}
+
+/** Runs stages joined by channels: the engine behind `asyncpipe FROM TO`, `mux` and `run`.
+  *
+  * ==Shape==
+  * A [[Flow.Stage]] has endpoint inputs and outputs. Stages form a chain: the output of stage k is
+  * also a channel into stage k+1 (in one JVM, messages pass as they are, no framing). Every input
+  * of a stage (an endpoint, or the channel from the stage before) is a channel of `--buffer`
+  * messages that ends with one [[Message.End]]. A stage with one input and one output reads that
+  * channel directly, or, when the input reads on a thread of its own (a stream, a UDP socket),
+  * that thread writes each message itself (a direct copy, no channel: ADR 0013); any other is a
+  * [[ChannelMultiplexer]]: every output receives every message, in order per input, each output
+  * from its own queue (so one slow output delays the others only once its queue is full). An
+  * output has finished when it has seen the End of every input of its stage; then it flushes and
+  * closes (or passes one End on to the next stage).
+  *
+  * ==Ending== (exit status, first that applies)
+  *   - A signal (SIGINT/SIGTERM): inputs stop at once (what they had sent is still delivered),
+  *     outputs flush whole frames and close; 130/143. A second signal exits at once.
+  *   - A failed input or output (a missing file, a framing error, a full disk): it is reported
+  *     with its address and reason, the inputs stop, the rest is flushed; 1.
+  *   - The reader of stdout went away: the inputs stop quietly; 141.
+  *   - Every input ended: everything is flushed; 0.
+  * `mux --output-error warn` keeps going when one of several outputs fails, or cannot be opened
+  * (see [[OutputError]]).
+  */
+final class Flow(stages: Seq[Flow.Stage], io: Io):
+  import Flow.*
+
+  // One StageOptions for reporting: StageCommands gives every stage the same stats flags.
+  private val json = stages.head.options.statsJson
+  private val tell = Diagnostics(io.err, json)
+  private val control = Control(tell)
+  private val watches = ConcurrentLinkedQueue[ReaderWatch]()
+  private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err, tell)
+
+  /** Opens every endpoint, moves the messages, and returns the exit status (or the error). Under
+    * `--stats-json` the error is written here, as JSON, and returned as [[CliError.Reported]].
+    */
+  def run(): Either[CliError, Int] =
+    flow() match
+      case Left(error) if json && error.render.nonEmpty =>
+        tell.error(error.render)
+        Left(CliError.Reported(error))
+      case outcome => outcome
+
+  private def flow(): Either[CliError, Int] =
+    val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
+    val live = try // the stages, with the outputs that opened
+      // Every input before any output: an input that cannot be opened (a missing file, a port in
+      // use) must not leave an output file truncated or created behind it.
+      for s <- stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
+      stages.zipWithIndex.map { (s, k) =>
+        s.copy(outputs = openOutputs(s, chained = k < stages.length - 1, o => opened += (() => o.abort())))
+      }
+    catch
+      case e: CliError.Failed =>
+        opened.foreach(close => Try(close()))
+        return Left(e.error)
+    for s <- live; i <- s.inputs; line <- i.opened do tell.notice(line)
+    Signals.onStop(stop => control.stop(Ending.Signalled(stop)))
+    stats.start()
+    Async.blocking {
+      val last = live.length - 1
+      var upstream: Option[Channel[FrameBatch]] = None
+      // How many outputs read each message of stage k (its endpoints, and the next stage's channel).
+      def consumers(k: Int) = live(k).outputs.size + (if k < last then 1 else 0)
+      val finished = live.zipWithIndex.flatMap { (stage, k) =>
+        val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
+        val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
+        val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 &&
+          stage.inputs.head.detached && !stage.inputs.head.dropsWhenFull
+        val sources = if direct then Nil else upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
+        upstream = next
+        if direct then Seq(copy(stage.inputs.head, outputs.head, OutputGroup(1, stage.options.outputError)))
+        else connect(sources, outputs, stage.options)
+      }
+      finished.foreach(_.await)
+    }
+    watches.asScala.foreach(_.stop())
+    live.foreach(_.inputs.foreach(i => Try(i.close())))
+    stats.finish()
+    control.outcome
+
+  /** Opens the outputs of `stage` (`opened` is told of each) and returns those that opened. Under
+    * `--output-error warn` an output that cannot be opened is reported and left out, as long as
+    * the stage keeps another output (one of its own, or the next stage when `chained`); else, and
+    * under `exit`, its failure ends the flow before anything moves.
+    */
+  private def openOutputs(stage: Stage, chained: Boolean, opened: Output => Unit): Seq[Output] =
+    val kept = scala.collection.mutable.ArrayBuffer.empty[Output]
+    for (o, j) <- stage.outputs.zipWithIndex do
+      try
+        o.open()
+        opened(o)
+        kept += o
+      catch
+        case e: CliError.Failed if stage.options.outputError == OutputError.Warn &&
+            (chained || kept.nonEmpty || j < stage.outputs.size - 1) =>
+          control.warn(e.error)
+    kept.toSeq
+
+  /** A channel of `buffer` messages: a rendezvous for 0. */
+  private def newChannel[T](buffer: Int): Channel[T] =
+    if buffer == 0 then SyncChannel[T]() else BufferedChannel[T](buffer)
+
+  /** Starts `input` and returns the channel of its messages, which ends with one End: after the
+    * input ended or failed, or once the flow stops. A pump that may block in a system call runs on
+    * a thread of its own, which a stop abandons (the process is about to exit); any other runs
+    * in a group that a stop cancels and waits for, so that nothing of it follows the End.
+    */
+  private def feed(input: Input, options: StageOptions, consumers: Int)(using Async): ReadableChannel[FrameBatch] =
+    val channel = newChannel[FrameBatch](options.buffer)
+    val shared = Sharing(channel, consumers)
+    Future {
+      val outcome: Option[Try[Unit]] =
+        if input.detached then
+          val done = detachedPump(input, shared)
+          Async.await(Async.race(done, control.stopped))
+          if done.isCompleted then Some(done.result) else None
+        else
+          Async.group {
+            val done = Future(input.pump(shared))
+            Async.await(Async.race(done, control.stopped))
+            if done.isCompleted then Some(done.result) else None
+          }
+      outcome.foreach(control.inputEnded(input, _))
+      channel.send(Message.End)
+    }
+    channel
+
+  private def detachedPump(input: Input, channel: SendableChannel[FrameBatch]): Future[Unit] =
+    val done = Promise[Unit]()
+    Thread.ofPlatform().daemon().name(s"asyncpipe-read ${input.address.render}").start { () =>
+      done.complete(Try(Async.blocking(input.pump(channel))))
+    }
+    done.future
+
+  /** Copies a detached `input` (a stream, a UDP socket) to the stage's only `output` on the
+    * input's own thread, as `cat` does: each message is written by the thread that read it, with
+    * no channel and no second thread between (a hand-over costs two thread wake-ups per message, which made a copy stage
+    * use twice the CPU of `cat`). The output is flushed whenever the input has nothing at hand.
+    * The future ends when the input has ended (or failed, or the flow stopped) and the output has
+    * finished; a stop waits for a write in progress, and what the input reads after it is dropped.
+    */
+  private def copy(input: Input, output: Output, group: OutputGroup)(using Async): Future[Unit] =
+    watchReader(output, group)
+    val sink = DirectSink(input, output, group, control)
+    Future {
+      val done = detachedPump(input, sink)
+      Async.await(Async.race(done, control.stopped))
+      sink.halt()
+      if done.isCompleted then control.inputEnded(input, done.result)
+      sink.finish()
+    }
+
+  /** Joins `sources` to `outputs` and returns the futures that end when each output has finished. */
+  private def connect(sources: Seq[ReadableChannel[FrameBatch]], outputs: Seq[Output], options: StageOptions)(using Async): Seq[Future[Unit]] =
+    val group = OutputGroup(outputs.size, options.outputError)
+    outputs.foreach(watchReader(_, group))
+    if sources.size == 1 && outputs.size == 1 then
+      Seq(Future(drain(outputs.head, Inbox.Direct(sources.head), 1, group)))
+    else
+      val mux = ChannelMultiplexer[FrameBatch](math.max(1, options.buffer))
+      val queues = outputs.map { o =>
+        val q = BufferedChannel[Try[FrameBatch]](math.max(1, options.buffer))
+        mux.addSubscriber(q)
+        o -> q
+      }
+      sources.foreach(mux.addPublisher)
+      queues.map((o, q) => Future(drain(o, Inbox.Muxed(q), sources.size, group)))
+
+  /** When `output` writes into a pipe or socket, a reader of it that goes away while the output
+    * is idle ends it as a write would have (EPIPE): see [[ReaderWatch]].
+    */
+  private def watchReader(output: Output, group: OutputGroup): Unit =
+    val fd = output.readerFd
+    if fd >= 0 then watches.add(ReaderWatch.start(fd, () => output.counters.bytes)(() => control.readerGone(output, group)))
+
+  /** Writes what comes in to `output` until the End of each of its `ends` inputs has come. After a
+    * failure it goes on reading (and dropping, releasing each message), so that nothing upstream
+    * waits for it.
+    */
+  private def drain(output: Output, inbox: Inbox, ends: Int, group: OutputGroup)(using Async): Unit =
+    var seen = 0
+    var ok = true
+    def guarded(op: => Unit): Unit =
+      if ok then
+        try op
+        catch case e: Exception if !cancelled(e) =>
+          ok = false
+          control.outputFailed(output, e, group)
+    while seen < ends do
+      val m = inbox.poll() match
+        case Some(m) => m
+        case None =>
+          guarded(output.idle())
+          inbox.take()
+      if m == null then seen = ends // closed: nothing more will come
+      else if Message.isEnd(m) then seen += 1
+      else if ok then guarded(output.write(m))
+      else m.release()
+    guarded(output.finish())
+
+object Flow:
+  /** Whether `e` is a cancellation: the flow stopping a party, not a failure of an endpoint. */
+  private def cancelled(e: Throwable): Boolean = e.isInstanceOf[java.util.concurrent.CancellationException]
+
+  /** One stage: its own endpoints, and its options (framing, buffer, policies). */
+  final case class Stage(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions)
+
+  /** Why the flow stopped early. */
+  enum Ending:
+    case Signalled(stop: Stop)
+    case Failed(error: CliError)
+    case PipeClosed
+
+  /** The channel an input's pump sends into: each message is first shared among the `consumers`
+    * outputs of the stage (see [[FrameBatch.share]]). A message `trySend` could not place stays
+    * shared and is never returned to its pool, which only costs an allocation.
+    */
+  private final class Sharing(channel: SendableChannel[FrameBatch], consumers: Int) extends SendableChannel[FrameBatch]:
+    def send(x: FrameBatch)(using Async): Unit =
+      x.share(consumers)
+      channel.send(x)
+    def trySend(x: FrameBatch): Boolean =
+      x.share(consumers)
+      channel.trySend(x)
+
+  /** What a directly copied input sends into (see `Flow.copy`): each message is written to
+    * `output` at once, on the sender's thread. After the output fails, or after `halt`, a message
+    * is dropped and `send` throws a `CancellationException`, which ends the input's pump.
+    */
+  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: Control)
+      extends KernelSink:
+    // Held while a message is written, so that `halt` waits for a write in progress.
+    private val lock = java.util.concurrent.locks.ReentrantLock()
+    private var open = true // under lock
+    @volatile private var ok = true
+
+    def send(x: FrameBatch)(using Async): Unit =
+      lock.lock()
+      try
+        if !open || !ok then
+          x.release()
+          throw java.util.concurrent.CancellationException("the output has stopped")
+        try
+          output.write(x)
+          if !input.atHand then output.idle()
+        catch case e: Exception if !cancelled(e) =>
+          failed(e)
+          throw java.util.concurrent.CancellationException("the output has failed")
+      finally lock.unlock()
+
+    def kernelTarget: KernelTarget | Null = output.kernelTarget
+
+    def moveInKernel(n: Long)(move: Long => Long): Boolean =
+      lock.lock()
+      try
+        if !open || !ok then throw java.util.concurrent.CancellationException("the output has stopped")
+        try
+          output.kernelMove {
+            var left = n
+            var refused = false
+            while left > 0 && !refused do
+              val m = move(left)
+              if m == -Splice.EINVAL && left == n then refused = true
+              else if m < 0 then throw Splice.failure(m)
+              else if m == 0 then left = 0 // the input ended early (a file that shrank)
+              else left -= m
+            if !refused then output.movedInKernel(n - left)
+            !refused
+          }
+        catch case e: Exception if !cancelled(e) =>
+          failed(e)
+          throw java.util.concurrent.CancellationException("the output has failed")
+      finally lock.unlock()
+
+    /** Not offered: only an input that must never wait calls it (`Input.dropsWhenFull`), and
+      * such an input is never copied directly.
+      */
+    def trySend(x: FrameBatch): Boolean =
+      throw UnsupportedOperationException("a direct copy's sink waits for its output; use send")
+
+    /** After this, no message is written: waits for a write in progress. */
+    def halt(): Unit =
+      lock.lock()
+      try open = false
+      finally lock.unlock()
+
+    /** Hands on everything written and releases the output (after `halt`). */
+    def finish()(using Async): Unit =
+      if ok then
+        try output.finish()
+        catch case e: Exception if !cancelled(e) => failed(e)
+
+    private def failed(e: Exception): Unit =
+      ok = false
+      control.outputFailed(output, e, group)
+
+  /** The messages an output reads: from one channel, or from its multiplexer queue. */
+  private trait Inbox:
+    /** The next message if one is ready, without waiting. */
+    def poll(): Option[FrameBatch | Null]
+    /** The next message; null once the channel is closed and empty. */
+    def take()(using Async): FrameBatch | Null
+
+  private object Inbox:
+    final class Direct(c: ReadableChannel[FrameBatch]) extends Inbox:
+      def poll() = c.tryRead().map(unwrap)
+      def take()(using Async) = unwrap(c.read())
+      private def unwrap(t: Try[FrameBatch]): FrameBatch | Null = t.getOrElse(null)
+
+    final class Muxed(c: ReadableChannel[Try[FrameBatch]]) extends Inbox:
+      def poll() = c.tryRead().map(unwrap)
+      def take()(using Async) = unwrap(c.read())
+      private def unwrap(t: Try[Try[FrameBatch]]): FrameBatch | Null = t.flatten.getOrElse(null)
+
+  /** The outputs of one stage, for `--output-error`: how many are still working. */
+  private final class OutputGroup(size: Int, val policy: OutputError):
+    private val working = AtomicInteger(size)
+    /** Counts a failure; true when it was the last working output. */
+    def lost(): Boolean = working.decrementAndGet() == 0
+
+  /** The shared state of a flow's ending: the stop, errors, and the status they make. */
+  private final class Control(tell: Diagnostics):
+    val stopped: Promise[Unit] = Promise[Unit]()
+    @volatile private var ending: Option[Ending] = None
+    private val errors = ConcurrentLinkedQueue[CliError]()
+    private val failedOutputs = java.util.concurrent.ConcurrentHashMap.newKeySet[Output]()
+    @volatile private var warned = false
+
+    def stop(why: Ending): Unit =
+      synchronized { if ending.isEmpty then ending = Some(why) }
+      stopped.complete(Success(()))
+
+    def failed(error: CliError): Unit =
+      errors.add(error)
+      stop(Ending.Failed(error))
+
+    /** Reports how an input's pump ended, if it failed (a cancellation is the flow stopping it). */
+    def inputEnded(input: Input, outcome: Try[Unit]): Unit =
+      input.endNotes.foreach(tell.warning)
+      outcome match
+        case Failure(e) if !cancelled(e) => failed(EndpointFailure(input.address.render, "read", e))
+        case _                           => ()
+
+    /** The reader of `output` went away while it was idle: as a write that met EPIPE. */
+    def readerGone(output: Output, group: OutputGroup): Unit =
+      outputFailed(output, DownstreamGone(IOException("Broken pipe")), group)
+
+    /** Releases `output`, whose write or finish failed with `e` (only its first failure counts:
+      * a watched reader's going and the next write's EPIPE are one). Under `--output-error warn` the
+      * failure is reported now (a closed pipe quietly) and the others go on, until none is left;
+      * otherwise the flow stops.
+      */
+    def outputFailed(output: Output, e: Exception, group: OutputGroup): Unit =
+      if failedOutputs.add(output) then lose(output, e, group)
+
+    private def lose(output: Output, e: Exception, group: OutputGroup): Unit =
+      Try(output.abort())
+      val pipe = e match
+        case io: IOException => OwnedOutput.isBrokenPipe(io)
+        case _               => false
+      val error = EndpointFailure(output.name, "write", e)
+      val last = group.lost()
+      if group.policy == OutputError.Exit || last then
+        if pipe then stop(Ending.PipeClosed) else failed(error)
+      else if !pipe then warn(error)
+
+    /** Reports a failed output under `--output-error warn`: the flow goes on, and ends with 1. */
+    def warn(error: CliError): Unit =
+      tell.warning(error.render + " (going on with the other outputs)")
+      warned = true
+
+    /** The status: a signal's (the first one's, [[Signals.received]]; also when the pipe closed
+      * first, as when one signal stops this stage and the next), else the first error (the others
+      * printed here), else 141 for a closed pipe, else 1 if a warned failure happened, else 0.
+      */
+    def outcome: Either[CliError, Int] =
+      val all = errors.asScala.toList
+      val pipe = ending.contains(Ending.PipeClosed) && all.isEmpty
+      val signal = (if pipe then Signals.receivedWithin(Signals.PipeGraceMillis) else Signals.received)
+        .orElse(ending.collect { case Ending.Signalled(stop) => stop })
+      signal match
+        case Some(stop) =>
+          all.foreach(e => tell.error(e.render))
+          Right(stop.exitCode)
+        case None => settled(all)
+
+    private def settled(all: List[CliError]): Either[CliError, Int] =
+      ending match
+        case _ if all.nonEmpty =>
+          all.tail.foreach(e => tell.error(e.render))
+          Left(all.head)
+        case Some(Ending.PipeClosed) => Left(CliError.DownstreamGone)
+        case _ if warned             => Right(ExitCode.Runtime)
+        case _                       => Right(ExitCode.Ok)

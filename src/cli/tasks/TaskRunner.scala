@@ -1,0 +1,245 @@
+package asyncpipe.cli.tasks
+
+import asyncpipe.cli.command.*
+import asyncpipe.cli.system.*
+
+import asyncpipe.async.{Async, Cancellable, Future, Pause, ScheduleObserver, Scheduling, TaskSchedule}
+import java.io.IOException
+import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
+import java.util.concurrent.atomic.AtomicReference
+import scala.util.{Failure, Random, Success, Try}
+
+/** Why a task run ended before its schedule did; the first reason wins. */
+enum Halt:
+  /** SIGINT, SIGTERM or SIGHUP: forwarded to the running commands; the status is 130, 143 or 129. */
+  case Signalled(stop: Stop)
+  /** An error of asyncpipe's own (the reader of its stdout gone, a command that cannot start). */
+  case Failed(error: CliError)
+
+  /** The signal the running commands' sessions get. */
+  def signal: String = this match
+    case Signalled(stop) => stop.signalName
+    case Failed(_)       => "TERM"
+
+/** The one place a run is stopped from outside the schedule: records the first [[Halt]], forwards
+  * its signal to every running command's session and cancels what runs the schedule.
+  */
+final class Control(live: LiveGroups):
+  private val reason = AtomicReference[Halt | Null](null)
+  private val watched = ConcurrentLinkedQueue[Cancellable]()
+
+  def halted: Option[Halt] = Option(reason.get)
+
+  /** Cancels `c` on a halt (at once if one came already). */
+  def watch(c: Cancellable): Unit =
+    watched.add(c)
+    if reason.get != null then c.cancel()
+
+  def halt(h: Halt): Unit =
+    if reason.compareAndSet(null, h) then
+      live.stop(h.signal)
+      watched.forEach(_.cancel())
+
+/** An attempt that the schedule is told failed: `retry` and `repeat --until-success` go on,
+  * `repeat --until-failure` ends with it.
+  */
+final class Unsuccessful(val exit: Exit) extends RuntimeException(s"exit ${exit.status}", null, false, false)
+
+/** What the runs came to: the last one's exit, and for `every` the failures and skipped ticks. */
+final class RunTally:
+  private var runs = 0L
+  private var failed = 0L
+  private var skippedTicks = 0L
+  private var lastExit: Option[Exit] = None
+  private var lastFailure: Option[Exit] = None
+
+  def ended(exit: Exit): Unit = synchronized {
+    runs += 1
+    lastExit = Some(exit)
+    if exit.status != 0 then
+      failed += 1
+      lastFailure = Some(exit)
+  }
+  def skipped(n: Long): Unit = synchronized { skippedTicks += n }
+
+  /** The status of the whole run: the last run's, or with `failuresStick` (every) the last failed
+    * run's (0 when none failed: a later success does not hide a failure).
+    */
+  def status(failuresStick: Boolean): Int = synchronized {
+    (if failuresStick then lastFailure else lastExit) match
+      case Some(exit) => exit.status
+      case None       => ExitCode.Ok
+  }
+
+  def summary(noun: String): String = synchronized {
+    val skips = if skippedTicks > 0 then s", ${plural(skippedTicks, "tick")} skipped" else ""
+    s"${plural(runs, noun)}, $failed failed$skips"
+  }
+
+  private def plural(n: Long, word: String) = if n == 1 then s"1 $word" else s"$n ${word}s"
+
+/** The attempt log on stderr (with `--verbose`; a quiet run prints nothing of its own) and the
+  * dry run's lines on stdout share these texts, so that their delays can be compared.
+  */
+object AttemptLog:
+  def started(noun: String, n: Long, pause: Option[Pause]): String =
+    pause match
+      case None => s"$noun $n"
+      case Some(p) =>
+        val skips = if p.skipped == 0 then "" else s" (${if p.skipped == 1 then "1 tick" else s"${p.skipped} ticks"} skipped)"
+        s"$noun $n after ${Durations.renderMillis(p.millis)}$skips"
+
+  def ended(exit: Exit, timeoutMillis: Option[Long]): String =
+    val why = if exit.timedOut then timeoutMillis.fold("")(t => s" (timed out after ${Durations.renderMillis(t)})") else ""
+    s"exit ${exit.status}$why in ${exit.millis}ms"
+
+  def pastDeadline(noun: String, n: Long, pause: Pause): String =
+    s"$noun $n not started: it would begin after the deadline (in ${Durations.renderMillis(pause.millis)})"
+
+/** Runs a task verb's schedule with real commands: [[TaskSchedule]] decides when, [[Attempt]] runs
+  * each, [[Records]] passes their output on, and [[Signals]] and [[Control]] stop it all.
+  */
+final class TaskRunner(options: TaskOptions, io: Io):
+  import options.*
+  private val noun = kind.noun
+  /** Inline: a quiet run does not even build the line. */
+  private inline def log(inline line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
+
+  def run(): Either[CliError, Int] =
+    CommandPath.resolve(command.head) match
+      case Left((reason, status)) => Left(CliError.CannotRun(verb, command.head, reason, status))
+      case Right(_) =>
+        if dryRun then Right(plan())
+        else
+          GroupTools.find() match
+            case Left(reason) => Left(CliError.Runtime(verb, reason))
+            case Right(tools) => execute(tools)
+
+  private def random: Random = if seed.isDefined then Random(seed.get) else Random()
+
+  /** `--dry-run`: the delays the schedule would use, with runs taking no time, on stdout. */
+  private def plan(): Int =
+    val shown = 10L
+    var at = 0L
+    var stoppedByDeadline = false
+    io.out.write(AttemptLog.started(noun, 1, None) + " at 0ms\n")
+    val observer = new ScheduleObserver:
+      override def waiting(run: Long, pause: Pause): Unit =
+        at += pause.millis
+        io.out.write(s"${AttemptLog.started(noun, run + 1, Some(pause))} (at ${Durations.renderMillis(at)})\n")
+      override def pastDeadline(run: Long, pause: Pause): Unit =
+        stoppedByDeadline = true
+        io.out.write(AttemptLog.pastDeadline(noun, run + 1, pause) + "\n")
+    val runs = TaskSchedule.plan(schedule, shown, Scheduling(random, observer, deadlineMillis))
+    if schedule.maxRepetitions == 0 && runs == shown && !stoppedByDeadline then
+      io.out.write(s"... and so on without limit (the first $shown shown)\n")
+    ExitCode.Ok
+
+  private def execute(tools: GroupTools): Either[CliError, Int] =
+    val live = LiveGroups()
+    val control = Control(live)
+    val tally = RunTally()
+    val records = Records(io.out, control)
+    val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, records, live)
+    Signals.onStop(
+      stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(Halt.Signalled(stop)) },
+      status => { live.killAll(); Signals.endNow(status) }
+    )
+    val watch = records.watchReader() // a thread that sleeps until the output is idle
+    val result: Try[Unit] =
+      try Bodies.blocking(Execution(attempt, control, tally))
+      finally if watch != null then watch.stop()
+    // A signal decides the status, also when the pipe closed first (one signal to a pipeline
+    // stops the reader too); it is the first signal's ([[Signals.received]]).
+    val pipe = control.halted.contains(Halt.Failed(CliError.DownstreamGone))
+    val signal = if pipe then Signals.receivedWithin(Signals.PipeGraceMillis) else Signals.received
+    signal.map(Halt.Signalled(_)).orElse(control.halted) match
+      case Some(Halt.Signalled(stop)) => Right(stop.exitCode)
+      case Some(Halt.Failed(error))   => Left(error)
+      case None =>
+        result match
+          case Success(_) | Failure(_: Unsuccessful) =>
+            val status = tally.status(failuresStick = failing == Failing.Never)
+            log(s"${tally.summary(noun)}; exit $status")
+            Right(status)
+          case Failure(e) => Left(CliError.Runtime(verb, s"internal error: $e"))
+
+  // The bodies of an execution's scope, of the future that runs its schedule and of each run are
+  // classes, not closures ([[Bodies]]): these three are on the path of every start.
+
+  /** The execution's scope: runs the schedule in a future of its own (which a halt cancels with
+    * the scope), then waits for it and for any runs still going alongside.
+    */
+  private final class Execution(attempt: Attempt, control: Control, tally: RunTally) extends (Async => Try[Unit]):
+    def apply(scope: Async): Try[Unit] =
+      given Async = scope
+      control.watch(scope.group)
+      val runs = Runs(attempt, control, tally, scope)
+      val scheduled = Bodies.future(runs.schedule)
+      try
+        val last = scheduled.result
+        runs.awaitAlongside()
+        last
+      catch case e: CancellationException => Failure(e)
+
+  /** The runs of one execution, as the schedule's body and observer: their numbers, the pause
+    * before each (as the schedule chose it), each one's log line and tally, and what the schedule
+    * is told of each (a failure is thrown). `scope`: the execution's, where `--overlap allow`
+    * starts its runs.
+    */
+  private final class Runs(attempt: Attempt, control: Control, tally: RunTally, scope: Async)
+      extends ScheduleObserver, (Async => Unit):
+    private var count = 0L
+    private var pause: Option[Pause] = None
+    private val alongside = ConcurrentLinkedQueue[Future[Unit]]() // --overlap allow: runs still going
+
+    /** The body of the future that runs the schedule, with this as its body and observer. */
+    val schedule: Async => Unit = new (Async => Unit):
+      def apply(async: Async): Unit =
+        Bodies.repeat(options.schedule, Runs.this, Scheduling(random, Runs.this, deadlineMillis))(using async)
+
+    override def waiting(run: Long, p: Pause): Unit =
+      pause = Some(p)
+      tally.skipped(p.skipped)
+
+    override def pastDeadline(run: Long, p: Pause): Unit = log(AttemptLog.pastDeadline(noun, run + 1, p))
+
+    /** The schedule's body: the next run, or with `--overlap allow` its start as a future of `scope`. */
+    def apply(async: Async): Unit =
+      given Async = async
+      count += 1
+      val (n, before) = (count, pause) // read now: the future's body runs after the loop moved on
+      if overlap == Overlap.Allow then
+        alongside.removeIf(_.isCompleted)
+        alongside.add(Future(once(n, before))(using scope))
+      else once(n, before)
+
+    /** Waits for the runs started alongside that are still going. */
+    def awaitAlongside()(using Async): Unit =
+      while !alongside.isEmpty do alongside.poll().result
+
+    private def once(n: Long, pause: Option[Pause])(using Async): Unit =
+      val exit =
+        try attempt.run()
+        catch
+          case e: IOException =>
+            FdReserve.release(e)
+            control.halt(Halt.Failed(CliError.Runtime(verb, s"cannot start ${command.head}: ${e.getMessage}")))
+            throw CancellationException("halted")
+      tally.ended(exit)
+      log(s"${AttemptLog.started(noun, n, pause)}: ${AttemptLog.ended(exit, timeoutMillis)}")
+      if failing(exit.status) then throw Unsuccessful(exit)
+
+/** `Async.blocking`, `Future` and `TaskSchedule.repeat` for a body that is an object of a class of
+  * ours rather than a closure: the JDK AOT cache holds such a class, but spins a closure at run
+  * time (doc/adr/0008-task-runner.md, "Start-up"). Scala 3 erases a context function `Async ?=> T`
+  * to `Async => T`, so the object can be passed as one; cast from a parameter, as here, it is
+  * passed as it is, not wrapped in a closure again.
+  */
+private object Bodies:
+  def blocking[T](body: Async => T): T = Async.blocking(body.asInstanceOf[Async ?=> T])
+
+  def future[T](body: Async => T)(using Async): Future[T] = Future(body.asInstanceOf[Async ?=> T])
+
+  def repeat[T](schedule: TaskSchedule, body: Async => T, scheduling: Scheduling)(using Async): T =
+    TaskSchedule.repeat(schedule, body.asInstanceOf[Async ?=> T], scheduling)
