@@ -2,7 +2,6 @@
 // `//> using` directives. build.mill reads this file; nothing else names a version.
 //> using scala 3.8.4
 //> using jvm 25
-//> using dep com.lihaoyi::mainargs:0.7.8
 //> using dep com.lihaoyi::os-lib:0.11.8
 //> using test.dep org.scalameta::munit:1.2.4
 //> using test.dep com.lihaoyi::ujson:4.4.3

@@ -3,25 +3,22 @@ package asyncpipe.bench
 import asyncpipe.cli.command.*
 
 import asyncpipe.bench.{Bench, Plan, Suites}
-import mainargs.{arg, main, Flag, Leftover, ParserForClass}
 import java.nio.file.Path
-
-@main final case class BenchOptions(
-    @arg(doc = "a smoke run: fewer operations and iterations (for CI)") quick: Flag,
-    @arg(doc = "also write every number as JSON to FILE") json: Option[String] = None,
-    @arg(doc = "also draw the ratios as an SVG bar chart in FILE") plot: Option[String] = None,
-    @arg(doc = "fresh JVMs for the suites that need them (default 3, 1 with --quick)") forks: Option[Int] = None,
-    @arg(hidden = true, doc = "internal: this process is one fork, measuring with this plan") forkPlan: Option[String] = None,
-    @arg(hidden = true, doc = "internal: the file a fork writes its result to") forkOut: Option[String] = None,
-    @arg(doc = "suites to run (default: all)") suites: Leftover[String]
-)
 
 /** `asyncpipe bench`: measures the library's primitives against baselines on this machine. */
 object BenchVerb extends Verb:
   val name = "bench"
   val synopsis = "asyncpipe bench [SUITE...] [--quick] [--forks N] [--json FILE] [--plot FILE.svg]"
   val summary = "measure the primitives against baselines on this machine"
-  private lazy val parser = ParserForClass[BenchOptions] // lazy: mainargs spins lambdas at start-up
+
+  val quick: Opt[Unit] = Opt.flag("--quick", "a smoke run: fewer operations and iterations (for CI)")
+  val forks: Opt[Long] = Opt("--forks", Reader.wholeNumber(1, 100),
+    "measure the suites whose figures depend on choices a JVM makes once (JIT, thread placement: channels, future) in N fresh JVMs, one after the other, and pool their iterations (default 3; 1 with --quick)")
+  val json: Opt[String] = Opt("--json", Reader.path(), "also write every number as JSON")
+  val plot: Opt[String] = Opt("--plot", Reader.path(), "also draw the ratios as an SVG bar chart")
+  val forkPlan: Opt[String] = Opt("--fork-plan", Reader.text("PLAN"), "internal: this process is one fork, measuring with this plan", hidden = true)
+  val forkOut: Opt[String] = Opt("--fork-out", Reader.path(), "internal: the file a fork writes its result to", hidden = true)
+  val opts: Seq[Opt[?]] = Seq(quick, forks, json, plot, forkPlan, forkOut)
 
   override def help: String =
     val suites = Suites.all.map(s => s"  ${s.name.padTo(8, ' ')}  ${s.description}").mkString("\n")
@@ -35,18 +32,13 @@ object BenchVerb extends Verb:
        |$suites
        |
        |Options:
-       |  --quick        a smoke run: fewer operations and iterations (for CI)
-       |  --forks N      measure the suites whose figures depend on choices a JVM makes once
-       |                 (JIT, thread placement: channels, future) in N fresh JVMs, one
-       |                 after the other, and pool their iterations (default 3; 1 with --quick)
-       |  --json FILE    also write every number as JSON
-       |  --plot FILE    also draw the ratios as an SVG bar chart
+       |${Options.helpLines(opts)}
        |""".stripMargin
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =
     for
-      options <- Args.parse(name, synopsis, parser, optionsFirst(args))
-      suites <- chosen(options.suites.value)
+      options <- Options.parse(args, opts, Some(name), synopsis)
+      suites <- chosen(options.operands)
       plan <- plan(options)
       fork <- fork(options, suites)
     yield fork match
@@ -60,22 +52,19 @@ object BenchVerb extends Verb:
           plan,
           text => { io.out.write(text); io.out.flush() },
           progress,
-          options.json.map(Path.of(_)),
-          options.plot.map(Path.of(_))
+          options.get(json).map(Path.of(_)),
+          options.get(plot).map(Path.of(_))
         )
         progress.foreach(_ => io.err.print("\r\u001b[K"))
         ExitCode.Ok
 
-  private def plan(options: BenchOptions): Either[CliError, Plan] =
-    val base = if options.quick.value then Plan.Quick else Plan.Full
-    options.forks match
-      case None                 => Right(base)
-      case Some(n) if n >= 1    => Right(base.copy(forks = n))
-      case Some(n)              => Left(CliError.BadToken(Some(name), n.toString, "--forks must be at least 1", synopsis))
+  private def plan(options: Parsed): Either[CliError, Plan] =
+    val base = if options.has(quick) then Plan.Quick else Plan.Full
+    Right(options.get(forks).fold(base)(n => base.copy(forks = n.toInt)))
 
   /** The hidden options of a fork (see asyncpipe.bench.Forks): both or neither, and one suite. */
-  private def fork(options: BenchOptions, suites: Seq[asyncpipe.bench.Suite]): Either[CliError, Option[(asyncpipe.bench.Suite, Plan, Path)]] =
-    (options.forkPlan, options.forkOut) match
+  private def fork(options: Parsed, suites: Seq[asyncpipe.bench.Suite]): Either[CliError, Option[(asyncpipe.bench.Suite, Plan, Path)]] =
+    (options.get(forkPlan), options.get(forkOut)) match
       case (None, None) => Right(None)
       case (Some(spec), Some(out)) =>
         Plan.parse(spec) match
@@ -86,21 +75,6 @@ object BenchVerb extends Verb:
               case _ => Left(CliError.BadToken(Some(name), suites.map(_.name).mkString(" "), "a fork measures exactly one suite", synopsis))
       case (onlyPlan, _) =>
         Left(CliError.BadToken(Some(name), if onlyPlan.isDefined then "--fork-plan" else "--fork-out", "--fork-plan and --fork-out go together", synopsis))
-
-  /** Options may come before or after the suite names (`bench channels --quick`): mainargs's
-    * leftover would swallow everything after the first name, so the names go last.
-    */
-  private def optionsFirst(args: Seq[String]): Seq[String] =
-    val takesValue = Set("--json", "--plot", "--forks", "--fork-plan", "--fork-out")
-    val (options, names) = (Vector.newBuilder[String], Vector.newBuilder[String])
-    var i = 0
-    while i < args.length do
-      val a = args(i)
-      if takesValue(a) && i + 1 < args.length then { options += a += args(i + 1); i += 1 }
-      else if a.startsWith("-") && a != "-" then options += a
-      else names += a
-      i += 1
-    options.result() ++ names.result()
 
   private def chosen(names: Seq[String]): Either[CliError, Seq[asyncpipe.bench.Suite]] =
     if names.isEmpty then Right(Suites.all)

@@ -15,7 +15,9 @@ final class Opt[A] private (
     /** One line of help (what it does; its default in words, where it has one). */
     val help: String,
     /** Whether it may be given more than once (each value is kept, in order). */
-    val repeatable: Boolean
+    val repeatable: Boolean,
+    /** Left out of help, completions and the man page: for asyncpipe's own use (a bench fork). */
+    val hidden: Boolean
 ):
   /** The form for help and usage errors: `--name VALUE` or `--name`. */
   def form: String = reader.fold(name)(r => s"$name ${r.form}")
@@ -26,12 +28,13 @@ final class Opt[A] private (
 
 object Opt:
   /** An option that takes a value read by `reader`. */
-  def apply[A](name: String, reader: Reader[A], help: String, short: Option[String] = None, repeatable: Boolean = false): Opt[A] =
-    new Opt(name, short, Some(reader), help, repeatable)
+  def apply[A](name: String, reader: Reader[A], help: String, short: Option[String] = None, repeatable: Boolean = false,
+      hidden: Boolean = false): Opt[A] =
+    new Opt(name, short, Some(reader), help, repeatable, hidden)
 
   /** An option without a value. */
   def flag(name: String, help: String, short: Option[String] = None): Opt[Unit] =
-    new Opt[Unit](name, short, None, help, repeatable = false)
+    new Opt[Unit](name, short, None, help, repeatable = false, hidden = false)
 
 /** A command line read against a list of options: the values given, the other tokens (the
   * operands) in order, and, when the parse stopped at `--` ([[Options.Operands.UntilDoubleDash]]),
@@ -124,13 +127,14 @@ object Options:
   private def unknown(opts: Seq[Opt[?]], token: String, name: String, verb: Option[String], synopsis: String): CliError =
     val names = opts.map(_.name)
     val near = CliError.suggest(name, names).toSeq
-    val starting = if name.startsWith("--") && name.length > 2 then names.filter(_.startsWith(name)) else Nil
-    CliError.UnknownOption(verb, token, synopsis, (near ++ starting).distinct)
+    val suggestions = if near.nonEmpty then near else names.filter(n => name.length > 2 && n.startsWith(name))
+    CliError.UnknownOption(verb, name, synopsis, suggestions)
 
   /** Help lines for `opts`: the forms in a column as wide as the widest (at most `maxColumn`; a
     * longer form has its text on the next line), then the help, wrapped to 80 columns.
     */
-  def helpLines(opts: Seq[Opt[?]], maxColumn: Int = 28): String =
+  def helpLines(all: Seq[Opt[?]], maxColumn: Int = 28): String =
+    val opts = all.filterNot(_.hidden)
     val column = math.min(maxColumn, opts.map(_.helpForm.length).max)
     val indent = " " * (column + 4)
     opts.map { o =>

@@ -11,6 +11,8 @@ trait Reader[A]:
   def form: String
   def read(text: String): Either[String, A]
   def words: Seq[String] = Nil
+  /** Whether a shell should complete the value as a file name. */
+  def isPath: Boolean = false
 
   /** The value of `text` given to option `name` of `verb`, or the usage error: the rule, with the
     * token and the option's form. A reader whose values carry their own usage errors (addresses)
@@ -43,7 +45,10 @@ object Reader:
     def read(text: String): Either[String, Long] =
       val negative = text.startsWith("-")
       val digits = if negative then text.substring(1) else text
-      val range = if min == 1 && max == Long.MaxValue then "a positive whole number" else s"a whole number from $min to $max"
+      val range =
+        if min == 1 && max == Long.MaxValue then "a positive whole number"
+        else if min == Long.MinValue && max == Long.MaxValue then "a whole number"
+        else s"a whole number from $min to $max"
       if !isDigits(digits) then Left(s"'$text' is not $range")
       else
         val n = BigInt(text)
@@ -106,6 +111,17 @@ object Reader:
         val hint = CliError.suggest(text, tokens).fold("")(s => s"; did you mean '$s'?")
         s"'$text' is not one of ${tokens.mkString(", ")}$hint"
       }
+
+  /** A file's path, as given. */
+  def path(placeholder: String = "FILE"): Reader[String] = new Reader[String]:
+    def form: String = placeholder
+    override def isPath: Boolean = true
+    def read(text: String): Either[String, String] = if text.isEmpty then Left("the path is empty") else Right(text)
+
+  /** Any text (for asyncpipe's own options). */
+  def text(placeholder: String): Reader[String] = new Reader[String]:
+    def form: String = placeholder
+    def read(text: String): Either[String, String] = Right(text)
 
   /** Whether `text` is one or more decimal digits. */
   def isDigits(text: String): Boolean =

@@ -49,90 +49,79 @@ final case class TaskOptions(
 object TaskOptions:
   val DefaultKillAfterMillis: Long = 2000
 
-  /** One option of a task verb: its name, the form of its value (None for a flag), and its help. */
-  final case class Spec(name: String, value: Option[String], help: String, short: Option[String] = None):
-    def form: String = value.fold(name)(v => s"$name $v")
+  // The options every task verb takes (before [[Kind]], whose cases read them as they are made).
+  val timeout: Opt[Long] = Opt("--timeout", Reader.millis(), "stop a run after D: SIGTERM to its session, then SIGKILL (status 124)")
+  val killAfter: Opt[Long] = Opt("--kill-after", Reader.millis(allowZero = true),
+    "the grace between SIGTERM and SIGKILL to a run's session (default 2s)")
+  val jitter: Opt[Jitter] = Opt("--jitter", JitterReader,
+    "spread each delay at random: none (default), full, equal, P% (+-P %), D (+-D)")
+  val seed: Opt[Long] = Opt("--seed", Reader.wholeNumber(Long.MinValue, Long.MaxValue),
+    "seed the jitter's random numbers (the same seed, the same delays)")
+  val deadline: Opt[Long] = Opt("--deadline", Reader.millis(), "start no run that could not begin within D of the first one's start")
+  val dryRun: Opt[Unit] = Opt.flag("--dry-run", "print the delays it would use (runs taking no time); run nothing")
+  val verbose: Opt[Unit] = Opt.flag("--verbose", "log each run on stderr: number, delay, exit status, duration", short = Some("-v"))
+  private val common: Seq[Opt[?]] = Seq(timeout, killAfter, jitter, seed, deadline, dryRun, verbose)
 
-  /** The options every task verb takes (before [[Kind]], whose cases read it as they are made). */
-  private val commonSpecs: Seq[Spec] = Seq(
-    Spec("--timeout", Some("D"), "stop a run after D: SIGTERM to its session, then SIGKILL (status 124)"),
-    Spec("--kill-after", Some("D"), "the grace between SIGTERM and SIGKILL to a run's session (default 2s)"),
-    Spec("--jitter", Some("J"), "spread each delay at random: none (default), full, equal, P% (+-P %), D (+-D)"),
-    Spec("--seed", Some("N"), "seed the jitter's random numbers (the same seed, the same delays)"),
-    Spec("--deadline", Some("D"), "start no run that could not begin within D of the first one's start"),
-    Spec("--dry-run", None, "print the delays it would use (runs taking no time); run nothing"),
-    Spec("--verbose", None, "log each run on stderr: number, delay, exit status, duration", Some("-v"))
-  )
+  // every
+  val spacing: Opt[Long] = Opt("--spacing", Reader.millis(), "instead of a fixed rate: wait D after each run ends")
+  val everyCount: Opt[Long] = Opt("--count", Reader.positive, "stop after N runs (default: run until stopped)")
+  val overlap: Opt[Overlap] = Opt("--overlap", Reader.choice(Overlap.values.toSeq)(_.token),
+    "a tick during a run: skip it (default), run when it ends, run alongside")
+  // retry
+  val maxAttempts: Opt[Long] = Opt("--max-attempts", Reader.positive, "run the command at most N times in all (default: no limit)")
+  val retryBackoff: Opt[Long] = Opt("--backoff", Reader.millis(allowZero = true), "the delay after the first failed attempt (default 1s)")
+  val retryFactor: Opt[Double] = Opt("--factor", factorReader, "multiply the delay by F after each failed attempt (default 2)")
+  val retryMaxDelay: Opt[Long] = Opt("--max-delay", Reader.millis(allowZero = true), "never wait longer than D between attempts (default 1m)")
+  val retryOn: Opt[Set[Int]] = Opt("--retry-on", ExitStatuses, "retry only these exit statuses, e.g. 1,75-78 (default: any but 0)")
+  val stopOn: Opt[Set[Int]] = Opt("--stop-on", ExitStatuses, "never retry these exit statuses")
+  // repeat
+  val untilFailure: Opt[Unit] = Opt.flag("--until-failure", "repeat while the command succeeds; end with the first failure")
+  val untilSuccess: Opt[Unit] = Opt.flag("--until-success", "repeat while the command fails; end with the first success")
+  val repeatCount: Opt[Long] = Opt("--count", Reader.positive, "stop after N runs (default: no limit)")
+  val repeatBackoff: Opt[Long] = Opt("--backoff", Reader.millis(allowZero = true), "the delay after the first run (default 0: none)")
+  val repeatFactor: Opt[Double] = Opt("--factor", factorReader, "multiply the delay by F after each run (default 1: a fixed delay)")
+  val repeatMaxDelay: Opt[Long] = Opt("--max-delay", Reader.millis(allowZero = true), "never wait longer than D between runs")
+
+  private def factorReader: Reader[Double] =
+    Reader.decimal(1, "a number of at least 1 (1 keeps the delay fixed, 2 doubles it)")
 
   /** The three verbs: their options, forms and defaults. */
-  enum Kind(val verb: String, val synopsis: String, val summary: String, val specs: Seq[Spec]):
+  enum Kind(val verb: String, val synopsis: String, val summary: String, val opts: Seq[Opt[?]]):
     case Every extends Kind(
       "every",
       "asyncpipe every (DURATION | --spacing D) [OPTIONS] -- CMD [ARGS...]",
       "run a command on a fixed schedule",
-      Seq(
-        Spec("--spacing", Some("D"), "instead of a fixed rate: wait D after each run ends"),
-        Spec("--count", Some("N"), "stop after N runs (default: run until stopped)"),
-        Spec("--overlap", Some("skip|wait|allow"), "a tick during a run: skip it (default), run when it ends, run alongside")
-      ) ++ commonSpecs
+      Seq(spacing, everyCount, overlap) ++ common
     )
     case Retry extends Kind(
       "retry",
       "asyncpipe retry [OPTIONS] -- CMD [ARGS...]",
       "run a command until it succeeds, with backoff",
-      Seq(
-        Spec("--max-attempts", Some("N"), "run the command at most N times in all (default: no limit)"),
-        Spec("--backoff", Some("D"), "the delay after the first failed attempt (default 1s)"),
-        Spec("--factor", Some("F"), "multiply the delay by F after each failed attempt (default 2)"),
-        Spec("--max-delay", Some("D"), "never wait longer than D between attempts (default 1m)"),
-        Spec("--retry-on", Some("CODES"), "retry only these exit statuses, e.g. 1,75-78 (default: any but 0)"),
-        Spec("--stop-on", Some("CODES"), "never retry these exit statuses")
-      ) ++ commonSpecs
+      Seq(maxAttempts, retryBackoff, retryFactor, retryMaxDelay, retryOn, stopOn) ++ common
     )
     case Repeat extends Kind(
       "repeat",
       "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]",
       "run a command repeatedly until it fails or succeeds",
-      Seq(
-        Spec("--until-failure", None, "repeat while the command succeeds; end with the first failure"),
-        Spec("--until-success", None, "repeat while the command fails; end with the first success"),
-        Spec("--count", Some("N"), "stop after N runs (default: no limit)"),
-        Spec("--backoff", Some("D"), "the delay after the first run (default 0: none)"),
-        Spec("--factor", Some("F"), "multiply the delay by F after each run (default 1: a fixed delay)"),
-        Spec("--max-delay", Some("D"), "never wait longer than D between runs")
-      ) ++ commonSpecs
+      Seq(untilFailure, untilSuccess, repeatCount, repeatBackoff, repeatFactor, repeatMaxDelay) ++ common
     )
 
     /** What the log and the dry run call one run of the command. */
     def noun: String = if this == Retry then "attempt" else "run"
 
   /** Reads a task verb's arguments (those after the verb's name). Inside, a failure is thrown as
-    * [[CliError.Failed]] where it is found and comes back here as the value: the reading is
-    * straight-line code, which also keeps the tool's start-up short (no closure per step).
+    * [[CliError.Failed]] where it is found and comes back here as the value.
     */
   def parse(kind: Kind, args: Seq[String]): Either[CliError, TaskOptions] =
     try
-      val cut = indexOfEnd(args)
-      val before = if cut < 0 then args else args.take(cut)
-      val r = Reader(kind)
-      val positionals = r.scan(before)
-      val command = commandOf(kind, if cut < 0 then None else Some(args.drop(cut + 1)), positionals)
-      Right(build(r, positionals, command))
+      val p = Options.parse(args, kind.opts, Some(kind.verb), kind.synopsis, Options.Operands.UntilDoubleDash) match
+        case Right(p) => p
+        case Left(e)  => fail(e)
+      val command = commandOf(kind, p.command, p.operands)
+      Right(build(kind, p, command))
     catch case e: CliError.Failed => Left(e.error)
 
   private def fail(error: CliError): Nothing = throw CliError.Failed(error)
-
-  /** Where `--` is in `args`, or -1 (`args.indexOf("--")` would spin a closure). */
-  private def indexOfEnd(args: Seq[String]): Int =
-    val it = args.iterator
-    var i = 0
-    while it.hasNext do
-      if it.next() == "--" then return i
-      i += 1
-    -1
-
-  /** `o.getOrElse(default)` without a closure for `default` (see [[asyncpipe.async.check]]). */
-  private inline def or[A](o: Option[A], inline default: A): A = if o.isDefined then o.get else default
 
   private def commandOf(kind: Kind, after: Option[Seq[String]], positionals: Vector[String]): Seq[String] =
     val allowed = if kind == Kind.Every then 1 else 0
@@ -145,199 +134,99 @@ object TaskOptions:
       case Some(c) if c.head.isEmpty => fail(CliError.BadToken(Some(kind.verb), "", "the command name is empty", kind.synopsis))
       case Some(c)                   => c
 
-  private def build(r: Reader, positionals: Vector[String], command: Seq[String]): TaskOptions =
-    val timeout = r.duration("--timeout")
-    val killAfter = r.duration("--kill-after", allowZero = true)
-    val jitter = r.jitter("--jitter")
-    val seed = r.long("--seed")
-    val deadline = r.duration("--deadline")
-    val (schedule, failing, overlap) = r.kind match
-      case Kind.Every  => every(r, positionals.headOption, jitter)
-      case Kind.Retry  => retry(r, jitter)
-      case Kind.Repeat => repeat(r, jitter)
+  private def build(kind: Kind, p: Parsed, command: Seq[String]): TaskOptions =
+    val jittered = p.get(jitter).getOrElse(Jitter.None)
+    val (schedule, failing, overlapping) = kind match
+      case Kind.Every  => every(kind, p, p.operands.headOption, jittered)
+      case Kind.Retry  => retry(p, jittered)
+      case Kind.Repeat => repeat(kind, p, jittered)
     TaskOptions(
-      r.kind, command, schedule, failing, overlap, timeout, or(killAfter, DefaultKillAfterMillis),
-      seed, deadline, r.flag("--dry-run"), r.flag("--verbose")
+      kind, command, schedule, failing, overlapping, p.get(timeout), p.get(killAfter).getOrElse(DefaultKillAfterMillis),
+      p.get(seed), p.get(deadline), p.has(dryRun), p.has(verbose)
     )
 
   private type Scheduled = (TaskSchedule, Failing, Overlap)
 
-  private def every(r: Reader, period: Option[String], jitter: Jitter): Scheduled =
-    val count = or(r.positive("--count"), 0L)
-    val spacing = r.duration("--spacing")
-    val overlap = r.overlap("--overlap")
-    val synopsis = r.kind.synopsis
-    val schedule = (period, spacing, overlap) match
-      case (Some(p), Some(_), _) =>
-        fail(CliError.BadToken(Some("every"), p, "give either DURATION (a fixed rate) or --spacing D (a fixed delay after each run), not both", synopsis))
+  private def every(kind: Kind, p: Parsed, period: Option[String], jitter: Jitter): Scheduled =
+    val count = p.get(everyCount).getOrElse(0L)
+    val synopsis = kind.synopsis
+    val schedule = (period, p.get(spacing), p.get(overlap)) match
+      case (Some(text), Some(_), _) =>
+        fail(CliError.BadToken(Some("every"), text, "give either DURATION (a fixed rate) or --spacing D (a fixed delay after each run), not both", synopsis))
       case (None, None, _) => fail(CliError.Missing(Some("every"), "DURATION (or --spacing D)", synopsis))
       case (None, Some(_), Some(_)) =>
-        fail(CliError.BadToken(Some("every"), r.raw("--overlap"), "--overlap is for a fixed rate: with --spacing a run never overlaps the last one", synopsis))
+        fail(CliError.BadToken(Some("every"), p.raw(overlap), "--overlap is for a fixed rate: with --spacing a run never overlaps the last one", synopsis))
       case (None, Some(s), None) => TaskSchedule.RepeatUntilFailure(s, count, jitter = jitter)
-      case (Some(p), None, o) =>
+      case (Some(text), None, o) =>
         val overrun = if o.contains(Overlap.Wait) then Overrun.RunLate else Overrun.Skip
-        TaskSchedule.Every(r.durationOf(p, "DURATION", synopsis, allowZero = false), count, jitter, overrun)
-    (schedule, Failing.Never, or(overlap, Overlap.Skip))
+        val millis = Reader.millis().read(text) match
+          case Right(m)   => m
+          case Left(rule) => fail(CliError.BadToken(Some("every"), text, s"DURATION: $rule", synopsis))
+        TaskSchedule.Every(millis, count, jitter, overrun)
+    (schedule, Failing.Never, p.get(overlap).getOrElse(Overlap.Skip))
 
-  private def retry(r: Reader, jitter: Jitter): Scheduled =
-    val max = or(r.positive("--max-attempts"), 0L)
-    val (millis, factor, maxDelay) = backoff(r, defaultMillis = 1000, defaultFactor = 2, defaultMaxDelay = 60_000)
-    val retryOn = r.codes("--retry-on")
-    val stopOn = r.codes("--stop-on")
-    val both = retryOn.intersect(stopOn)
+  private def retry(p: Parsed, jitter: Jitter): Scheduled =
+    val max = p.get(maxAttempts).getOrElse(0L)
+    val on = p.get(retryOn).getOrElse(Set.empty)
+    val off = p.get(stopOn).getOrElse(Set.empty)
+    val both = on.intersect(off)
     if both.nonEmpty then
-      fail(CliError.BadToken(Some("retry"), r.raw("--stop-on"), s"exit status ${both.min} is in both --retry-on and --stop-on", "--stop-on CODES"))
-    (TaskSchedule.RepeatUntilSuccess(millis, max, factor, maxDelay, jitter), Failing.Retryable(retryOn, stopOn), Overlap.Skip)
+      fail(CliError.BadToken(Some("retry"), p.raw(stopOn), s"exit status ${both.min} is in both --retry-on and --stop-on", stopOn.form))
+    val schedule = TaskSchedule.RepeatUntilSuccess(p.get(retryBackoff).getOrElse(1000L), max, p.get(retryFactor).getOrElse(2.0),
+      p.get(retryMaxDelay).getOrElse(60_000L), jitter)
+    (schedule, Failing.Retryable(on, off), Overlap.Skip)
 
-  private def repeat(r: Reader, jitter: Jitter): Scheduled =
-    val count = or(r.positive("--count"), 0L)
-    val (millis, factor, maxDelay) = backoff(r, defaultMillis = 0, defaultFactor = 1, defaultMaxDelay = Long.MaxValue)
-    val schedule = (r.flag("--until-failure"), r.flag("--until-success")) match
+  private def repeat(kind: Kind, p: Parsed, jitter: Jitter): Scheduled =
+    val count = p.get(repeatCount).getOrElse(0L)
+    val (millis, factor, maxDelay) =
+      (p.get(repeatBackoff).getOrElse(0L), p.get(repeatFactor).getOrElse(1.0), p.get(repeatMaxDelay).getOrElse(Long.MaxValue))
+    val schedule = (p.has(untilFailure), p.has(untilSuccess)) match
       case (true, true) =>
-        fail(CliError.BadToken(Some("repeat"), "--until-success", "give one of --until-failure and --until-success, not both", r.kind.synopsis))
-      case (false, false) => fail(CliError.Missing(Some("repeat"), "--until-failure or --until-success", r.kind.synopsis))
+        fail(CliError.BadToken(Some("repeat"), "--until-success", "give one of --until-failure and --until-success, not both", kind.synopsis))
+      case (false, false) => fail(CliError.Missing(Some("repeat"), "--until-failure or --until-success", kind.synopsis))
       case (true, false)  => TaskSchedule.RepeatUntilFailure(millis, count, factor, maxDelay, jitter)
       case (false, true)  => TaskSchedule.RepeatUntilSuccess(millis, count, factor, maxDelay, jitter)
     (schedule, Failing.NonZero, Overlap.Skip)
 
-  private def backoff(r: Reader, defaultMillis: Long, defaultFactor: Double, defaultMaxDelay: Long): (Long, Double, Long) =
-    (or(r.duration("--backoff", allowZero = true), defaultMillis),
-      or(r.factor("--factor"), defaultFactor),
-      or(r.duration("--max-delay", allowZero = true), defaultMaxDelay))
-
-  /** The options of one command line: `scan` collects them, then each typed read gives the value
-    * of an option if it was given, or throws the usage error naming the value and the option's form.
-    */
-  private final class Reader(val kind: Kind):
-    private var values = Map.empty[String, String] // name -> value ("" for a flag)
-
-    /** Collects the options in `tokens`; returns the other tokens, in order. */
-    def scan(tokens: Seq[String]): Vector[String] =
-      val positionals = Vector.newBuilder[String]
-      var i = 0
-      while i < tokens.length do
-        val token = tokens(i)
-        if token.startsWith("-") && token.length > 1 then
-          val at = token.indexOf('=')
-          val name = if at < 0 then token else token.substring(0, at)
-          val spec = specNamed(name)
-          val value = spec.value match
-            case None =>
-              if at >= 0 then fail(CliError.BadToken(Some(kind.verb), token, s"${spec.name} takes no value", spec.form))
-              ""
-            case Some(_) if at >= 0 => token.substring(at + 1)
-            case Some(_) =>
-              if i + 1 >= tokens.length then fail(CliError.Missing(Some(kind.verb), s"a value after ${spec.name}", spec.form))
-              i += 1
-              tokens(i)
-          if values.contains(spec.name) then
-            fail(CliError.BadToken(Some(kind.verb), token, s"${spec.name} is given more than once", spec.form))
-          values = values.updated(spec.name, value)
-        else positionals += token
-        i += 1
-      positionals.result()
-
-    private def specNamed(name: String): Spec =
-      var i = 0
-      while i < kind.specs.length do
-        val s = kind.specs(i)
-        if s.name == name || s.short.contains(name) then return s
-        i += 1
-      fail(unknown(kind, name))
-
-    def flag(name: String): Boolean = values.contains(name)
-    def raw(name: String): String = or(values.get(name), "")
-
-    private def bad(name: String, token: String, rule: String): Nothing =
-      fail(CliError.BadToken(Some(kind.verb), token, rule, specNamed(name).form))
-
-    def duration(name: String, allowZero: Boolean = false): Option[Long] = values.get(name) match
-      case None    => None
-      case Some(v) => Some(durationOf(v, name, specNamed(name).form, allowZero))
-
-    def durationOf(text: String, what: String, expected: String, allowZero: Boolean): Long =
-      Durations.parseMillis(text, allowZero) match
-        case Right(millis) => millis
-        case Left(rule)    => fail(CliError.BadToken(Some(kind.verb), text, s"$what: $rule", expected))
-
-    def long(name: String): Option[Long] = values.get(name) match
-      case None => None
-      case Some(v) =>
-        val n = TaskOptions.wholeNumber(v)
-        if n.isEmpty then bad(name, v, s"$name must be a whole number between ${Long.MinValue} and ${Long.MaxValue}")
-        n
-
-    def positive(name: String): Option[Long] = values.get(name) match
-      case None => None
-      case Some(v) =>
-        if !TaskOptions.isDigits(v) then bad(name, v, s"$name must be a positive whole number")
-        val n = TaskOptions.wholeNumber(v)
-        if n.isEmpty then bad(name, v, s"$name is too large (at most ${Long.MaxValue})")
-        if n.contains(0L) then bad(name, v, s"$name must be a positive whole number")
-        n
-
-    def factor(name: String): Option[Double] = values.get(name) match
-      case None => None
-      case Some(v) =>
-        val n = if Durations.isDecimal(v) then v.toDouble else 0.0
-        if n < 1 || n.isInfinite then bad(name, v, s"$name must be a number of at least 1 (1 keeps the delay fixed, 2 doubles it)")
-        Some(n)
-
-    def overlap(name: String): Option[Overlap] = values.get(name) match
-      case None => None
-      case Some(v) =>
-        Some(Overlap.values.find(_.token == v).getOrElse(
-          bad(name, v, s"$name is one of ${Overlap.values.map(_.token).mkString(", ")}")))
-
-    /** none, full, equal, P% (also +-P% and ±P%), or a duration. */
-    def jitter(name: String): Jitter = values.get(name) match
-      case None         => Jitter.None
-      case Some("none")  => Jitter.None
-      case Some("full")  => Jitter.Full
-      case Some("equal") => Jitter.Equal
-      case Some(v) if v.endsWith("%") =>
+  /** `--jitter`: none, full, equal, P% (also +-P% and ±P%), or a duration (+-D). */
+  private object JitterReader extends Reader[Jitter]:
+    def form: String = "J"
+    override def words: Seq[String] = Seq("none", "full", "equal")
+    def read(text: String): Either[String, Jitter] = text match
+      case "none"  => Right(Jitter.None)
+      case "full"  => Right(Jitter.Full)
+      case "equal" => Right(Jitter.Equal)
+      case v if v.endsWith("%") =>
         val p = v.stripPrefix("+-").stripPrefix("±").stripSuffix("%")
-        if !Durations.isDecimal(p) then bad(name, v, s"$name: '$v' is not a percentage, e.g. 10%")
-        if p.toDouble > 100 then bad(name, v, "a jitter percentage is at most 100%")
-        Jitter.Percent(p.toDouble)
-      case Some(v) if v.nonEmpty && v.head.isDigit => Jitter.Spread(durationOf(v, name, specNamed(name).form, allowZero = true))
-      case Some(v) => bad(name, v, s"$name is none, full, equal, a percentage (10%, meaning +-10%) or a duration (1s, meaning +-1s)")
+        if !Durations.isDecimal(p) then Left(s"'$v' is not a percentage, e.g. 10%")
+        else if p.toDouble > 100 then Left("a jitter percentage is at most 100%")
+        else Right(Jitter.Percent(p.toDouble))
+      case v if v.nonEmpty && v.head.isDigit => Reader.millis(allowZero = true).read(v).map(Jitter.Spread(_))
+      case v => Left(s"'$v' is none, full, equal, a percentage (10%, meaning +-10%) or a duration (1s, meaning +-1s)")
 
-    /** Exit statuses, "1,2,75-78", each 1-255. */
-    def codes(name: String): Set[Int] = values.get(name) match
-      case None => Set.empty
-      case Some(v) =>
-        var got = Set.empty[Int]
-        for part <- v.split(",", -1) do
-          val dash = part.indexOf('-', 1)
-          val (a, b) = if dash < 0 then (part, part) else (part.substring(0, dash), part.substring(dash + 1))
-          def status(s: String): Int =
-            if s.length > 3 || !TaskOptions.isDigits(s) then
-              bad(name, v, s"'$part' is not an exit status: give numbers 1-255 and ranges joined by ',', e.g. 1,75-78")
-            val n = s.toInt
-            if n < 1 || n > 255 then bad(name, v, s"'$part': an exit status to list is 1-255 (0 is success, never retried)")
-            n
-          val (from, to) = (status(a), status(b))
-          if from > to then bad(name, v, s"the range '$part' runs backwards")
-          got = got ++ (from to to)
-        got
+  /** Exit statuses, "1,2,75-78", each 1-255. */
+  private object ExitStatuses extends Reader[Set[Int]]:
+    def form: String = "CODES"
+    def read(v: String): Either[String, Set[Int]] =
+      val parts = v.split(",", -1)
+      var got: Either[String, Set[Int]] = Right(Set.empty)
+      var i = 0
+      while i < parts.length && got.isRight do
+        got = range(parts(i)).flatMap(r => got.map(_ ++ r))
+        i += 1
+      got
 
-  /** Whether `text` is one or more decimal digits. */
-  private def isDigits(text: String): Boolean =
-    var i = 0
-    while i < text.length && text(i) >= '0' && text(i) <= '9' do i += 1
-    text.nonEmpty && i == text.length
+    private def range(part: String): Either[String, Range] =
+      val dash = part.indexOf('-', 1)
+      val (a, b) = if dash < 0 then (part, part) else (part.substring(0, dash), part.substring(dash + 1))
+      for
+        from <- status(a, part)
+        to <- status(b, part)
+        _ <- if from > to then Left(s"the range '$part' runs backwards") else Right(())
+      yield from to to
 
-  /** `text` as a Long if it is one in decimal (digits after an optional '-'), not too large. */
-  private def wholeNumber(text: String): Option[Long] =
-    if !isDigits(if text.startsWith("-") then text.substring(1) else text) then None
-    else
-      try Some(java.lang.Long.parseLong(text))
-      catch case _: NumberFormatException => None
-
-  /** An unknown option, with the options it is a typo of or a prefix of (`--max` in `retry`). */
-  private def unknown(kind: Kind, name: String): CliError =
-    val names = kind.specs.map(_.name)
-    val near = CliError.suggest(name, names).toSeq
-    val suggestions = if near.nonEmpty then near else names.filter(n => name.length > 2 && n.startsWith(name))
-    CliError.UnknownOption(Some(kind.verb), name, kind.synopsis, suggestions)
+    private def status(s: String, part: String): Either[String, Int] =
+      if s.length > 3 || !Reader.isDigits(s) then
+        Left(s"'$part' is not an exit status: give numbers 1-255 and ranges joined by ',', e.g. 1,75-78")
+      else if s.toInt < 1 || s.toInt > 255 then Left(s"'$part': an exit status to list is 1-255 (0 is success, never retried)")
+      else Right(s.toInt)

@@ -15,11 +15,6 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
   val summary: String = kind.summary
 
   override def help: String =
-    val width = kind.specs.map(s => s.short.fold(s.form)(short => s"$short, ${s.form}")).map(_.length).max
-    val options = kind.specs.map { s =>
-      val left = s.short.fold(s.form)(short => s"$short, ${s.form}")
-      s"  ${left.padTo(width, ' ')}  ${s.help}"
-    }
     s"""Usage: $synopsis
        |
        |${summary.capitalize}.
@@ -34,7 +29,7 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |Durations: a number and a unit, ms, s, m or h (1.5s, 250ms, 2m).
        |
        |Options:
-       |${options.mkString("\n")}
+       |${Options.helpLines(kind.opts)}
        |
        |Exit status:
        |  ${TaskVerb.exitStatus(kind)}

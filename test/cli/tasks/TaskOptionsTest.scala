@@ -121,11 +121,11 @@ class TaskOptionsTest extends munit.FunSuite:
     refused(Kind.Retry, "--deadline", "soon", "--", "x")("bad value 'soon'", "not a number with a unit")
 
   test("bad numbers, jitters, overlaps and code lists name the token"):
-    refused(Kind.Retry, "--max-attempts", "0", "--", "x")("bad value '0'", "--max-attempts must be a positive whole number")
+    refused(Kind.Retry, "--max-attempts", "0", "--", "x")("bad value '0'", "--max-attempts: '0' is not a positive whole number")
     refused(Kind.Retry, "--max-attempts", "-3", "--", "x")("bad value '-3'")
     refused(Kind.Retry, "--max-attempts", "99999999999999999999", "--", "x")("is too large")
     refused(Kind.Every, "1s", "--count", "many", "--", "x")("bad value 'many'", "--count N")
-    refused(Kind.Retry, "--seed", "1.5", "--", "x")("bad value '1.5'", "--seed must be a whole number")
+    refused(Kind.Retry, "--seed", "1.5", "--", "x")("bad value '1.5'", "--seed: '1.5' is not a whole number")
     refused(Kind.Retry, "--factor", "0.5", "--", "x")("bad value '0.5'", "at least 1")
     refused(Kind.Retry, "--factor", "NaN", "--", "x")("bad value 'NaN'")
     refused(Kind.Retry, "--jitter", "101%", "--", "x")("bad value '101%'", "at most 100%")
@@ -191,5 +191,5 @@ class TaskOptionsTest extends munit.FunSuite:
     for verb <- TaskVerbs.all do
       val r = run(verb.name, "--help")
       assertEquals(r.status, 0)
-      for spec <- Kind.valueOf(verb.name.capitalize).specs do assert(r.out.contains(spec.form), s"${verb.name} --help lacks ${spec.form}")
+      for spec <- Kind.valueOf(verb.name.capitalize).opts do assert(r.out.contains(spec.form), s"${verb.name} --help lacks ${spec.form}")
       for s <- Seq("124", "127", "129", "130/143", "setsid", "Durations") do assert(r.out.contains(s), s"${verb.name} --help lacks $s")
