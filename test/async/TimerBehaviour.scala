@@ -92,8 +92,11 @@ abstract class TimerBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog
         1
       assertEquals(Async.await(Async.either(Timer(100), slow)), Left(true))
       slow.cancel()
-      join(thread.get, "the cancelled slow future")
-      assertEquals(effect.getCount, 1L)
+      // On a loaded machine the future may not have started before it was cancelled: then it never does.
+      val t = thread.get
+      if t != null then join(t, "the cancelled slow future")
+    // The scope has waited for every child: the cancelled future never got to its effect.
+    assertEquals(effect.getCount, 1L)
 
   // ---------------------------------------------------------------------------------------------
   // sleep

@@ -3,13 +3,14 @@ package asyncpipe.cli.stages
 import asyncpipe.cli.command.*
 import asyncpipe.cli.system.*
 
-import java.net.Inet6Address
 import java.nio.file.{Files, Path}
-import scala.concurrent.duration.FiniteDuration
-import scala.util.Try
 
-/** The addresses of the pipeline stages (design section 4, "Addresses"): parsing, rendering, the
-  * roles each form can take, and the rule that gives a single address its role.
+/** An address of the pipeline stages (design section 4, "Addresses"): where a stage reads
+  * (a source) or writes (a sink). Each kind of address ([[AddressKind]]: `-`, `file:`, `udp:`,
+  * `tick:`, `null:`) is one file that declares its scheme, grammar, options, roles and endpoints;
+  * [[AddressKinds]] lists them, and parsing, help, role inference and the endpoints ask it. What
+  * is common to all kinds is here: the option syntax, the role checks and the rule that gives a
+  * single address its role.
   *
   * ==Grammar==
   * {{{
@@ -65,76 +66,67 @@ import scala.util.Try
   * A refusal is a usage error naming what stdin and stdout are and the explicit form
   * `asyncpipe FROM TO`.
   */
-enum Address:
-  /** `-`: standard input as a source, standard output as a sink. */
-  case Std
-  /** `file:PATH[,append][,follow][,fsync]`. */
-  case File(path: String, append: Boolean = false, follow: Boolean = false, fsync: Boolean = false)
-  /** `udp:PORT[,rcvbuf=SIZE]`: receive on all interfaces; a source only. */
-  case UdpAny(port: Int, rcvbuf: Option[Int] = None)
-  /** `udp:HOST:PORT[,rcvbuf=SIZE]`: receive bound to HOST as a source, send to HOST:PORT as a sink. */
-  case Udp(host: Host, port: Int, rcvbuf: Option[Int] = None)
-  /** `tick:DURATION[,count=N]`: a timer source, one frame every `every`; `count` frames, or forever. */
-  case Tick(every: FiniteDuration, count: Option[Long] = None)
+trait Address:
+  def kind: AddressKind
 
   /** The canonical text; `Address.parse(a.render) == Right(a)`. */
-  def render: String = this match
-    case Std                            => "-"
-    case File(path, append, follow, fsync) =>
-      val flags = Seq("append" -> append, "follow" -> follow, "fsync" -> fsync).collect { case (n, true) => s",$n" }
-      "file:" + Address.escapePath(path) + flags.mkString
-    case UdpAny(port, rcvbuf)      => s"udp:$port${Address.renderRcvbuf(rcvbuf)}"
-    case Udp(host, port, rcvbuf)   => s"udp:${host.render}:$port${Address.renderRcvbuf(rcvbuf)}"
-    case Tick(every, count)        => s"tick:${Address.renderDuration(every)}${count.fold("")(n => s",count=$n")}"
-
+  def render: String
   override def toString: String = render
 
+  /** The names of the options given (those [[AddressKind.options]] restricts to one role are checked
+    * by [[checkRole]]).
+    */
+  def optionsGiven: Seq[String] = Nil
+
+  /** Why this address cannot play `role` for a reason of its kind (not of its options), if it cannot. */
+  protected def roleRule(role: Role): Option[String] = None
+
   /** Right when this address can play `role`; else a usage error saying why (the token is [[render]]). */
-  def checkRole(role: Role): Either[CliError, Unit] =
-    def refuse(rule: String) = Left(CliError.BadToken(None, render, rule, Address.expectedFor(this)))
-    (this, role) match
-      case (Std, _) => Right(())
-      case (f: File, Role.Source) if f.append || f.fsync =>
-        val opt = if f.append then "append" else "fsync"
-        refuse(s"file option '$opt' is for writing (a sink), but $render is the source here")
-      case (f: File, Role.Sink) if f.follow =>
-        refuse(s"file option 'follow' is for reading (a source), but $render is the sink here")
-      case (_: File, _)            => Right(())
-      case (_: UdpAny, Role.Sink)  =>
-        refuse(s"$render only receives (it is a source); to send, give the host: udp:HOST:PORT")
-      case (u: Udp, Role.Sink) if u.port == 0 =>
-        refuse(s"port 0 (any free port) is for receiving only; sending to ${u.host.render} needs a port in 1-65535")
-      case (u: Udp, Role.Sink) if u.rcvbuf.isDefined =>
-        refuse(s"udp option 'rcvbuf' is for receiving (a source), but $render is the sink here")
-      case (_: (UdpAny | Udp), _) => Right(())
-      case (_: Tick, Role.Sink)   => refuse(s"$render is a timer: it can only be a source")
-      case (_: Tick, Role.Source) => Right(())
+  final def checkRole(role: Role): Either[CliError, Unit] =
+    roleRule(role).orElse(optionRule(role)) match
+      case Some(rule) => Left(CliError.BadToken(None, render, rule, kind.expected))
+      case None       => Right(())
+
+  private def optionRule(role: Role): Option[String] =
+    kind.options.find(o => o.role.exists(_ != role) && optionsGiven.contains(o.name)).map { o =>
+      s"${kind.scheme} option '${o.name}' is for ${o.purpose} (a ${o.role.get.noun}), but $render is the ${role.noun} here"
+    }
 
   /** The roles this address can play, by [[checkRole]]. */
-  def roles: Set[Role] = Role.values.filter(checkRole(_).isRight).toSet
+  final def roles: Set[Role] = Role.values.filter(checkRole(_).isRight).toSet
 
-/** The host of `udp:HOST:PORT`. */
-enum Host:
-  case Name(name: String)
-  case IPv4(address: String)
-  /** Without the brackets; `zone` is the text after '%', if any (resolved when the socket opens). */
-  case IPv6(address: String, zone: Option[String] = None)
+  /** Standard input as a source, standard output as a sink. */
+  def isStandard: Boolean = false
 
-  /** The text for an address (an IPv6 address in brackets) and for `InetAddress.getByName` (`literal`). */
-  def render: String = this match
-    case IPv6(_, _) => s"[$literal]"
-    case _          => literal
+  /** What its path names now, for an address of a path ([[Present.Other]] for the rest). */
+  def present: Present = Present.Other
 
-  def literal: String = this match
-    case Name(n)              => n
-    case IPv4(a)              => a
-    case IPv6(a, zone)        => a + zone.fold("")("%" + _)
+  /** Whether a single address (`asyncpipe ADDRESS`) may be written when stdin carries data, given
+    * what its path names (`present`).
+    */
+  def sinkInference(present: Present): SinkInference = SinkInference.FromStreams
+
+  /** The local file it reads (as a source) or writes (as a sink), for the same-file check: the path
+    * to look at and how to name it in a message.
+    */
+  def localFile(role: Role): Option[(Path, String)] = None
+
+  /** The endpoint that reads it. Only for an address that can be a source ([[checkRole]]). */
+  def input(options: StageOptions): Input
+  /** The endpoint that writes it. Only for an address that can be a sink ([[checkRole]]). */
+  def output(options: StageOptions, stdout: OwnedOutput): Output
+
+  /** For [[input]] or [[output]] of a role the address cannot play: a bug of the caller. */
+  protected final def cannot(role: Role): Nothing =
+    throw IllegalStateException(s"$render cannot be a ${role.noun} (checkRole was not asked)")
 
 /** Source: the stage reads from the address. Sink: the stage writes to it. */
 enum Role:
   case Source, Sink
 
-/** What the path of a file address names when the single-address rule looks at it. */
+  def noun: String = if this == Source then "source" else "sink"
+
+/** What the path of an address names when the single-address rule looks at it. */
 enum Present:
   /** Nothing yet: writing it creates a file. */
   case Absent
@@ -142,241 +134,141 @@ enum Present:
   case EmptyFile
   /** A regular file that holds data: a single address never overwrites it. */
   case DataFile
-  /** Not a file address, or a path that names something else (a FIFO, a device, a directory). */
+  /** Not an address of a path, or a path that names something else (a FIFO, a device, a directory). */
   case Other
 
 object Present:
-  /** What `address` names now (Other for all but `file:`). */
-  def of(address: Address): Present = address match
-    case f: Address.File =>
-      try
-        val p = Path.of(f.path)
-        if !Files.exists(p) then Absent
-        else if !Files.isRegularFile(p) then Other
-        else if Files.size(p) == 0 then EmptyFile
-        else DataFile
-      catch case _: Exception => Other
-    case _ => Other
+  /** What `path` names now. */
+  def of(path: String): Present =
+    try
+      val p = Path.of(path)
+      if !Files.exists(p) then Absent
+      else if !Files.isRegularFile(p) then Other
+      else if Files.size(p) == 0 then EmptyFile
+      else DataFile
+    catch case _: Exception => Other
+
+/** Whether a single address may be written when stdin carries data ([[Address.inferRole]]). */
+enum SinkInference:
+  /** Writing it destroys nothing (a new or empty file, an append): it is the sink. */
+  case Safe
+  /** Writing it would destroy data (`what` says which): refused, naming the explicit forms. */
+  case Overwrites(what: String)
+  /** Nothing to tell from the address: the streams decide. */
+  case FromStreams
+
+/** One kind of address: everything about it is declared in one place, its file. */
+trait AddressKind:
+  /** The text before ':' (`file`); `-` for the kind that is the token `-` itself. */
+  def scheme: String
+  /** The forms for help, each with one line saying what it is. */
+  def forms: Seq[(String, String)]
+  /** Its options (after ',' in the token). */
+  def options: Seq[AddressOption] = Nil
+  /** The address of the text after "SCHEME:" (`rest`), read with the help of `p`. */
+  def parse(rest: String, p: AddressParser): Either[CliError, Address]
+  /** The forms joined, for usage errors. */
+  final def expected: String = forms.map(_._1).mkString(" | ")
+
+/** An option of an address kind: `name` or `name=VALUE` (a flag when `reader` is None). An option
+  * for one role only (`append`: a sink) names that `role` and its `purpose` ("writing"), for the
+  * message when it is given to the other role.
+  */
+final case class AddressOption(name: String, reader: Option[Reader[?]], role: Option[Role], purpose: String, help: String):
+  def form: String = reader.fold(name)(r => s"$name=${r.form}")
+
+object AddressOption:
+  def flag(name: String, help: String, role: Option[Role] = None, purpose: String = ""): AddressOption =
+    AddressOption(name, None, role, purpose, help)
+  def valued(name: String, reader: Reader[?], help: String, role: Option[Role] = None, purpose: String = ""): AddressOption =
+    AddressOption(name, Some(reader), role, purpose, help)
+
+/** The parse of one address token of `kind`: the checks every kind shares, each failure a
+  * [[CliError.BadToken]] for `token` with the kind's forms.
+  */
+final class AddressParser(val token: String, val kind: AddressKind):
+  type Result[A] = Either[CliError, A]
+  private val scheme = kind.scheme
+
+  def bad(rule: String): Result[Nothing] = Left(CliError.BadToken(None, token, rule, kind.expected))
+
+  /** The options in `segments` (the parts after the first ','), read by the kind's declarations:
+    * empty, nameless, unknown and repeated ones refused, flags without values, values read.
+    */
+  def options(segments: Seq[String]): Result[AddressOptions] =
+    val known = kind.options
+    val knownList = known.map(_.name).mkString(", ")
+    var got = Map.empty[String, Any]
+    val it = segments.iterator
+    while it.hasNext do
+      val segment = it.next()
+      val (name, value) = segment.indexOf('=') match
+        case -1 => (segment, None)
+        case i  => (segment.take(i), Some(segment.drop(i + 1)))
+      val read: Result[Any] = known.find(_.name == name) match
+        case _ if segment.isEmpty => bad(s"an empty $scheme option (a ',' with nothing after it)")
+        case _ if name.isEmpty    => bad(s"a $scheme option without a name ('=${value.getOrElse("")}'; known: $knownList)")
+        case None =>
+          val hint = CliError.suggest(name, known.map(_.name)).fold("")(s => s"; did you mean '$s'?")
+          bad(s"unknown $scheme option '$name' (known: $knownList)$hint")
+        case Some(_) if got.contains(name) => bad(s"$scheme option '$name' is given more than once")
+        case Some(o) =>
+          (o.reader, value) match
+            case (None, None)    => Right(())
+            case (None, Some(v)) => bad(s"$scheme option '$name' takes no value (got '$name=$v')")
+            case (Some(r), None) => bad(s"$scheme option '$name' needs a value: ${o.form}")
+            case (Some(r), Some(v)) => r.read(v).left.flatMap(rule => bad(s"$scheme option '$name': $rule"))
+      read match
+        case Left(e)  => return Left(e)
+        case Right(v) => got = got.updated(name, v)
+    Right(AddressOptions(got))
+
+  /** A value read by `reader`, or the usage error naming `what` it is. */
+  def value[A](text: String, reader: Reader[A], what: String): Result[A] =
+    reader.read(text).left.flatMap(rule => bad(s"$what: $rule"))
+
+/** The options of one address, read. */
+final class AddressOptions(values: Map[String, Any]):
+  def flag(name: String): Boolean = values.contains(name)
+  def value[A](name: String): Option[A] = values.get(name).map(_.asInstanceOf[A])
 
 object Address:
-  /** The address forms (design section 4); the address parser of the pipeline stages owns the rules. */
-  val forms: Seq[(String, String)] = Seq(
-    "-" -> "standard input as a source, standard output as a sink",
-    "file:PATH[,append][,follow][,fsync]" -> "a file: read as a source, written (or appended) as a sink; '\\,' is a comma in PATH",
-    "udp:PORT[,rcvbuf=SIZE]" -> "receive datagrams on PORT (0: a free port, told on stderr), all interfaces (a source)",
-    "udp:HOST:PORT[,rcvbuf=SIZE]" -> "receive bound to HOST as a source; send to HOST:PORT as a sink; [IPv6]",
-    "tick:DURATION[,count=N]" -> "a timer source: one frame every DURATION"
-  )
+  /** The forms of every kind, for help. */
+  def forms: Seq[(String, String)] = AddressKinds.all.flatMap(_.forms)
 
-  /** The schemes of the address forms above (`file`, `udp`, `tick`); lazy: --version needs none
-    * of its closures.
-    */
-  lazy val schemes: Set[String] = forms.map(_._1).collect { case f if f.contains(':') => f.takeWhile(_ != ':') }.toSet
+  /** The schemes of the kinds written SCHEME:... (all but `-`). */
+  def schemes: Set[String] = AddressKinds.all.map(_.scheme).filter(_ != "-").toSet
 
-  /** The form of each scheme, from the `--help` text. */
-  private def formsOf(scheme: String): String =
-    forms.map(_._1).filter(f => if scheme == "-" then f == "-" else f.startsWith(scheme + ":")).mkString(" | ")
-
-  private val allForms: String = forms.map(_._1).mkString(", ")
-
-  private[cli] def expectedFor(a: Address): String = a match
-    case Std                 => formsOf("-")
-    case _: File             => formsOf("file")
-    case _: (UdpAny | Udp)   => formsOf("udp")
-    case _: Tick             => formsOf("tick")
+  private def allForms: String = forms.map(_._1).mkString(", ")
 
   /** The address in `token`, or a usage error naming the token, what is wrong and the expected form. */
   def parse(token: String): Either[CliError, Address] =
     def bad(rule: String, expected: String = allForms) = Left(CliError.BadToken(None, token, rule, expected))
-    token.indexOf(':') match
-      case _ if token == "-" => Right(Std)
-      case _ if token.isEmpty => bad("an empty address")
-      case -1 if token.startsWith("-") =>
-        bad(s"'$token' is not an address ('-' alone is standard input or output)", formsOf("-"))
-      case -1 => bad(s"'$token' is not an address: an address is '-' or SCHEME:...; for a file named so, write file:$token")
-      case i =>
-        val scheme = token.take(i)
-        val rest = token.drop(i + 1)
-        val p = Parser(token, scheme, formsOf(scheme))
-        scheme match
-          case "file" => p.file(rest)
-          case "udp"  => p.udp(rest)
-          case "tick" => p.tick(rest)
-          case _ =>
-            val hint = CliError.suggest(scheme.toLowerCase, schemes).fold("")(s => s"; did you mean '$s'?")
-            val known = schemes.toSeq.sorted.mkString(", ")
-            bad(s"unknown address scheme '$scheme:' (known: $known)$hint")
+    AddressKinds.named(token) match
+      case Some(whole) => whole.parse("", AddressParser(token, whole))
+      case None =>
+        token.indexOf(':') match
+          case _ if token.isEmpty => bad("an empty address")
+          case -1 if token.startsWith("-") =>
+            bad(s"'$token' is not an address ('-' alone is standard input or output)", AddressKinds.named("-").fold(allForms)(_.expected))
+          case -1 => bad(s"'$token' is not an address: an address is '-' or SCHEME:...; for a file named so, write file:$token")
+          case i =>
+            val scheme = token.take(i)
+            AddressKinds.named(scheme) match
+              case Some(kind) => kind.parse(token.drop(i + 1), AddressParser(token, kind))
+              case None =>
+                val hint = CliError.suggest(scheme.toLowerCase, schemes).fold("")(s => s"; did you mean '$s'?")
+                val known = schemes.toSeq.sorted.mkString(", ")
+                bad(s"unknown address scheme '$scheme:' (known: $known)$hint")
 
-  /** The parse of one token of a scheme; every failure is a [[CliError.BadToken]] for `token`. */
-  private final class Parser(token: String, scheme: String, expected: String):
-    private type Result[A] = Either[CliError, A]
-    private def bad(rule: String): Result[Nothing] = Left(CliError.BadToken(None, token, rule, expected))
-
-    /** Options as (name, Some(value) | None), refusing empty, unknown and repeated ones. */
-    private def options(segments: Seq[String], known: Seq[String]): Result[Seq[(String, Option[String])]] =
-      val parsed = segments.map { s =>
-        s.indexOf('=') match
-          case -1 => s -> None
-          case i  => s.take(i) -> Some(s.drop(i + 1))
-      }
-      val knownList = known.mkString(", ")
-      parsed.find(_._1.isEmpty) match
-        case Some((_, None))    => bad(s"an empty $scheme option (a ',' with nothing after it)")
-        case Some((_, Some(v))) => bad(s"a $scheme option without a name ('=$v'; known: $knownList)")
-        case None =>
-          parsed.map(_._1).find(!known.contains(_)) match
-            case Some(name) =>
-              val hint = CliError.suggest(name, known).fold("")(s => s"; did you mean '$s'?")
-              bad(s"unknown $scheme option '$name' (known: $knownList)$hint")
-            case None =>
-              parsed.map(_._1).diff(parsed.map(_._1).distinct).headOption match
-                case Some(twice) => bad(s"$scheme option '$twice' is given more than once")
-                case None        => Right(parsed)
-
-    private def flag(opts: Seq[(String, Option[String])], name: String): Result[Boolean] =
-      opts.find(_._1 == name) match
-        case Some((_, Some(v))) => bad(s"$scheme option '$name' takes no value (got '$name=$v')")
-        case found              => Right(found.isDefined)
-
-    private def valued[A](opts: Seq[(String, Option[String])], name: String, form: String)(read: String => Result[A]): Result[Option[A]] =
-      opts.find(_._1 == name) match
-        case None               => Right(None)
-        case Some((_, None))    => bad(s"$scheme option '$name' needs a value: $name=$form")
-        case Some((_, Some(v))) => read(v).map(Some(_))
-
-    def file(rest: String): Result[Address] =
-      val segments = splitEscaped(rest)
-      val path = segments.head
-      for
-        _ <- if path.isEmpty then bad("the file path is empty") else Right(())
-        opts <- options(segments.tail, Seq("append", "follow", "fsync"))
-        append <- flag(opts, "append")
-        follow <- flag(opts, "follow")
-        fsync <- flag(opts, "fsync")
-        _ <-
-          if follow && (append || fsync) then
-            bad(s"'follow' is for reading a file and '${if append then "append" else "fsync"}' for writing one: give one or the other")
-          else Right(())
-      yield File(path, append, follow, fsync)
-
-    def udp(rest: String): Result[Address] =
-      val segments = rest.split(",", -1).toSeq
-      val main = segments.head
-      def withOptions(make: Option[Int] => Address): Result[Address] =
-        for
-          opts <- options(segments.tail, Seq("rcvbuf"))
-          rcvbuf <- valued(opts, "rcvbuf", "SIZE")(size)
-        yield make(rcvbuf)
-      if main.startsWith("[") then
-        main.indexOf(']') match
-          case -1 => bad(s"'[' without its ']': an IPv6 address goes in brackets, e.g. udp:[::1]:9000")
-          case close =>
-            val after = main.drop(close + 1)
-            if !after.startsWith(":") then
-              bad(s"after ${main.take(close + 1)} comes ':PORT', e.g. udp:[::1]:9000")
-            else
-              for
-                h <- ipv6(main.substring(1, close))
-                p <- port(after.drop(1))
-                a <- withOptions(Udp(h, p, _))
-              yield a
-      else
-        main.count(_ == ':') match
-          case 0 if main.isEmpty => bad("the port is missing: udp:PORT receives on all interfaces, udp:HOST:PORT names a host")
-          case 0 if !main.forall(_.isDigit) && host(main).isRight =>
-            bad(s"'$main' is not a port (a number in 1-65535); to name a host, add its port: udp:$main:PORT")
-          case 0 => port(main).flatMap(p => withOptions(UdpAny(p, _)))
-          case 1 =>
-            val i = main.indexOf(':')
-            for
-              h <- host(main.take(i))
-              p <- port(main.drop(i + 1))
-              a <- withOptions(Udp(h, p, _))
-            yield a
-          case _ => bad(s"'$main' has too many ':'; an IPv6 address goes in brackets, e.g. udp:[::1]:9000")
-
-    def tick(rest: String): Result[Address] =
-      val segments = rest.split(",", -1).toSeq
-      for
-        every <- duration(segments.head)
-        opts <- options(segments.tail, Seq("count"))
-        count <- valued(opts, "count", "N")(positiveCount)
-      yield Tick(every, count)
-
-    private def port(text: String): Result[Int] =
-      if text.isEmpty then bad("the port is missing after ':' (a number in 1-65535)")
-      else if !text.forall(c => c >= '0' && c <= '9') then bad(s"port '$text' is not a number in 1-65535")
-      else
-        val n = BigInt(text)
-        if n > 65535 then bad(s"port $text is out of range 1-65535 (or 0, any free port, when receiving)")
-        else Right(n.toInt)
-
-    private val label = "[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?".r
-
-    private def host(text: String): Result[Host] =
-      if text.isEmpty then bad("the host is empty (udp:HOST:PORT; for all interfaces, udp:PORT)")
-      else if text.forall(c => c.isDigit || c == '.') then
-        val parts = text.split("\\.", -1).toSeq
-        if parts.size == 4 && parts.forall(p => p.nonEmpty && p.length <= 3 && p.toInt <= 255) then Right(Host.IPv4(text))
-        else bad(s"'$text' is not an IPv4 address (four numbers 0-255 joined by '.')")
-      else if text.length <= 253 && text.split("\\.", -1).forall(l => l.length <= 63 && label.matches(l)) then
-        Right(Host.Name(text))
-      else bad(s"'$text' is not a host name (letters, digits, '-', '_' and '.') nor an IPv4 address")
-
-    private def ipv6(text: String): Result[Host] =
-      val (address, zone) = text.indexOf('%') match
-        case -1 => (text, None)
-        case i  => (text.take(i), Some(text.drop(i + 1)))
-      val plausible = address.contains(':') && address.forall(c => Character.digit(c, 16) >= 0 || c == ':' || c == '.')
-      // Only characters of a literal reach ofLiteral, which parses and never looks anything up.
-      if !plausible || Try(Inet6Address.ofLiteral(address)).isFailure then
-        bad(s"'$address' in brackets is not an IPv6 address")
-      else
-        zone match
-          case Some(z) if !z.matches("[A-Za-z0-9_.-]+") => bad(s"'$z' is not an IPv6 zone (an interface name or number after '%')")
-          case _                                        => Right(Host.IPv6(address, zone))
-
-    private val sizeText = "([0-9]+)([KMGkmg]?)".r
-
-    private def size(text: String): Result[Int] = text match
-      case sizeText(digits, suffix) =>
-        val shift = suffix.toUpperCase match
-          case "K" => 10
-          case "M" => 20
-          case "G" => 30
-          case _   => 0
-        val bytes = BigInt(digits) << shift
-        if bytes < 1 then bad("rcvbuf must be at least 1 byte")
-        else if bytes > Int.MaxValue then bad(s"rcvbuf $text is more than ${Int.MaxValue} bytes, the most a socket buffer can be")
-        else Right(bytes.toInt)
-      case _ => bad(s"rcvbuf '$text' is not a size: a number of bytes with an optional K, M or G suffix (binary: 4M = 4 MiB)")
-
-    private def positiveCount(text: String): Result[Long] =
-      if text.nonEmpty && text.forall(c => c >= '0' && c <= '9') then
-        val n = BigInt(text)
-        if n < 1 then bad(s"count must be a positive whole number (got '$text')")
-        else if n > Long.MaxValue then bad(s"count $text is too large (at most ${Long.MaxValue})")
-        else Right(n.toLong)
-      else bad(s"count must be a positive whole number (got '$text')")
-
-    private def duration(text: String): Result[FiniteDuration] =
-      Durations.parse(text).left.map(rule => CliError.BadToken(None, token, rule, expected))
-
-  private[cli] def renderDuration(d: FiniteDuration): String = Durations.render(d)
-
-  private def renderRcvbuf(rcvbuf: Option[Int]): String =
-    rcvbuf.fold("") { bytes =>
-      val (n, suffix) = Seq(30 -> "G", 20 -> "M", 10 -> "K").find((shift, _) => bytes % (1 << shift) == 0) match
-        case Some((shift, s)) => (bytes >> shift, s)
-        case None             => (bytes, "")
-      s",rcvbuf=$n$suffix"
-    }
+  /** A duration as an address renders it. */
+  def renderDuration(d: scala.concurrent.duration.FiniteDuration): String = Durations.render(d)
 
   /** The path escaped for `file:`: '\' as "\\" and ',' as "\,". */
   private[cli] def escapePath(path: String): String = path.replace("\\", "\\\\").replace(",", "\\,")
 
   /** Splits at unescaped ','; "\," is ',' and "\\" is '\' (in every segment); any other '\' is itself. */
-  private def splitEscaped(text: String): Seq[String] =
+  def splitEscaped(text: String): Seq[String] =
     val segments = Seq.newBuilder[String]
     val current = StringBuilder()
     var i = 0
@@ -395,9 +287,10 @@ object Address:
     segments += current.result()
     segments.result()
 
+
   /** The role of `address` when it is the only address of the command (`asyncpipe ADDRESS`): Source
     * copies from it to stdout, Sink copies stdin to it. The rules are in the comment of
-    * [[Address]]; `present` is what a file address's path names now ([[Present.of]]).
+    * [[Address]]; `present` is what the address's path names now ([[Address.present]]).
     */
   def inferRole(address: Address, stdin: StreamKind, stdout: StreamKind, present: Present = Present.Other): Either[CliError, Role] =
     val shown = address.render
@@ -412,15 +305,16 @@ object Address:
       else Some(Role.Source) // stdin a terminal or /dev/null: nothing to write, so read
     val roles = address.roles
     address match
-      case Address.Std                     => Right(Role.Source)
+      case _ if address.isStandard         => Right(Role.Source)
       case _ if roles == Set(Role.Source)  => Right(Role.Source)
       case _ if roles.isEmpty              => address.checkRole(Role.Source).map(_ => Role.Source)
-      case f: File if stdin.carriesData && !f.append && present == Present.DataFile =>
-        val overwritten = s"${f.path} exists and holds data, and a single address never overwrites a file"
-        val mustBeNamed = s"(only 'asyncpipe - $shown' writes it; $streams)"
-        refuse(s"$overwritten $mustBeNamed", if roles.contains(Role.Source) then Seq(writeIt, readIt) else Seq(writeIt))
-      case f: File if stdin.carriesData && (f.append || present == Present.Absent || present == Present.EmptyFile) =>
-        Right(Role.Sink)
+      case _ if stdin.carriesData && address.sinkInference(present) != SinkInference.FromStreams =>
+        address.sinkInference(present) match
+          case SinkInference.Overwrites(what) =>
+            val overwritten = s"$what, and a single address never overwrites a file"
+            val mustBeNamed = s"(only 'asyncpipe - $shown' writes it; $streams)"
+            refuse(s"$overwritten $mustBeNamed", if roles.contains(Role.Source) then Seq(writeIt, readIt) else Seq(writeIt))
+          case _ => Right(Role.Sink)
       case _ if roles == Set(Role.Sink) =>
         if fromStreams.contains(Role.Sink) then Right(Role.Sink)
         else

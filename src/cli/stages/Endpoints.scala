@@ -109,8 +109,8 @@ object Message:
   * partial last frame is kept until its end arrives. The input reads into direct buffers of
   * `pool`, which become its messages as they are ([[BatchReader]]).
   */
-final class StreamInput(val address: Address, framing: Framing, countFrames: Boolean, pool: BufferPool,
-    finalDelimiter: FinalDelimiter = FinalDelimiter.Warn) extends Input:
+final class StreamInput(val address: Address, path: Option[Path], follow: Boolean, framing: Framing, countFrames: Boolean,
+    pool: BufferPool, finalDelimiter: FinalDelimiter = FinalDelimiter.Warn) extends Input:
   private var channel: ReadableByteChannel | Null = null
   // Standard input's stream, which can say how many bytes a pipe holds (FIONREAD).
   private var stdin: FileInputStream | Null = null
@@ -122,13 +122,6 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
   @volatile private var closed = false
   // With `follow`: what reads the file, and the files that later take its name.
   private var follower: Follow | Null = null
-
-  private def path: Option[Path] = address match
-    case Address.File(p, _, _, _) => Some(Path.of(p))
-    case _                        => None
-  private def follow = address match
-    case f: Address.File => f.follow
-    case _               => false
 
   // A read of a pipe, terminal or FIFO blocks in read(2), which nothing but data or a signal ends.
   override def detached: Boolean = true
@@ -271,19 +264,21 @@ final class StreamInput(val address: Address, framing: Framing, countFrames: Boo
   * encoded into a 64 KiB buffer that is written out when full, when the stage is idle, and at the
   * end: a stop never leaves a partial frame behind from this buffer.
   */
-final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOutput, countFrames: Boolean) extends Output:
+object StreamInput:
+  /** The input of standard input (`path` None) or of a file, with read buffers for `options`. */
+  def of(address: Address, path: Option[Path], follow: Boolean, options: StageOptions): StreamInput =
+    StreamInput(address, path, follow, options.frame, options.counting,
+      BufferPool(Endpoints.ReadSize, keep = 2 * options.buffer + 4), options.finalDelimiter)
+
+final class StreamOutput(val address: Address, path: Option[Path], append: Boolean, fsync: Boolean, framing: Framing,
+    stdout: OwnedOutput, countFrames: Boolean) extends Output:
   def name: String = address.render
   private var file: FileChannel | Null = null
   private var out: OwnedOutput = stdout
   private var writer: FrameWriter | Null = null
-  private val fsync = address match
-    case f: Address.File => f.fsync
-    case _               => false
-
   def open(): Unit =
-    address match
-      case Address.File(p, append, _, _) =>
-        val path = Path.of(p)
+    path match
+      case Some(path) =>
         val mode = if append then StandardOpenOption.APPEND else StandardOpenOption.TRUNCATE_EXISTING
         try file = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.WRITE, mode)
         catch
@@ -333,13 +328,13 @@ final class StreamOutput(val address: Address, framing: Framing, stdout: OwnedOu
     */
   override lazy val kernelTarget: KernelTarget | Null =
     address match
-      case Address.Std if stdout.descriptor == 1 && !countFrames && Splice.permitted && StreamKind.of(1) != StreamKind.RegularFile =>
+      case _ if address.isStandard && stdout.descriptor == 1 && !countFrames && Splice.permitted && StreamKind.of(1) != StreamKind.RegularFile =>
         KernelTarget(1, java.io.FileOutputStream(FileDescriptor.out).getChannel)
       case _ => null
 
   override def readerFd: Int =
     val f = file
-    if address == Address.Std then stdout.descriptor
+    if address.isStandard then stdout.descriptor
     else if f == null then -1
     else
       val fd = Splice.descriptor(f)
@@ -382,18 +377,8 @@ object Endpoints:
   /** How often a followed file is looked at again when no change was notified ([[Follow]]). */
   val FollowPollMillis: Long = 100
 
-  /** The input for a source address. */
-  def input(address: Address, options: StageOptions): Input =
-    address match
-      case Address.Std | _: Address.File =>
-        StreamInput(address, options.frame, options.counting, BufferPool(ReadSize, keep = 2 * options.buffer + 4),
-          options.finalDelimiter)
-      case _: Address.UdpAny | _: Address.Udp => UdpInput(address, options)
-      case t: Address.Tick                    => TickInput(t)
+  /** The input for a source address: its kind's endpoint. */
+  def input(address: Address, options: StageOptions): Input = address.input(options)
 
-  /** The output for a sink address. */
-  def output(address: Address, options: StageOptions, stdout: OwnedOutput): Output =
-    address match
-      case Address.Std | _: Address.File => StreamOutput(address, options.frame, stdout, options.counting)
-      case u: Address.Udp                => UdpOutput(u, options)
-      case other => throw IllegalArgumentException(s"${other.render} is not a sink (checkRole refuses it)")
+  /** The output for a sink address: its kind's endpoint. */
+  def output(address: Address, options: StageOptions, stdout: OwnedOutput): Output = address.output(options, stdout)

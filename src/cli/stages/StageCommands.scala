@@ -22,9 +22,9 @@ object StageCommands:
       addrs <- line.operands.toList.traverse(Address.parse)
       pair <- addrs match
         case List(only) =>
-          Address.inferRole(only, StreamKind.of(0), StreamKind.of(1), Present.of(only)).map {
-            case Role.Source => (only, Address.Std)
-            case Role.Sink   => (Address.Std, only)
+          Address.inferRole(only, StreamKind.of(0), StreamKind.of(1), only.present).map {
+            case Role.Source => (only, StdAddress)
+            case Role.Sink   => (StdAddress, only)
           }
         case List(from, to) => from.checkRole(Role.Source).flatMap(_ => to.checkRole(Role.Sink)).map(_ => (from, to))
         case Nil => Left(CliError.Missing(None, "an address", addressSynopsis))
@@ -69,7 +69,7 @@ object StageCommands:
       while clash == null && j < writes.length do
         val (r, w) = (reads(i), writes(j))
         if r.key == w.key then
-          val loop = if w.address == Address.Std then "grow it without end while it is read" else "destroy what is being read"
+          val loop = if w.address.isStandard then "grow it without end while it is read" else "destroy what is being read"
           clash = CliError.BadToken(None, w.address.render, s"${w.what} is the same file as ${r.what}: writing it would $loop",
             "a different file for the output")
         j += 1
@@ -94,11 +94,9 @@ object StageCommands:
 
     /** The file behind `address` in `role`, when it is a regular file that exists. */
     def of(address: Address, role: Role): Option[SameFile] =
-      val (path, what) = address match
-        case Address.File(p, _, _, _)    => (Path.of(p), s"the ${if role == Role.Source then "input" else "output"} ${address.render}")
-        case Address.Std if role == Role.Source => (Path.of("/proc/self/fd/0"), "stdin")
-        case Address.Std                 => (Path.of("/proc/self/fd/1"), "stdout")
-        case _                           => return None
+      val local = address.localFile(role)
+      if local.isEmpty then return None
+      val (path, what) = local.get
       val attributes =
         try Files.readAttributes(path, classOf[java.nio.file.attribute.BasicFileAttributes])
         catch case _: java.io.IOException => null
@@ -138,7 +136,7 @@ object MuxVerb extends Verb:
         case Some(extra) => Left(CliError.BadToken(Some(name), extra, "mux takes no operands: give inputs with --in ADDR and outputs with --out ADDR", synopsis))
         case None =>
           val o = line.options
-          Right(StageCommands.StagePlan((if first then Seq(Address.Std) else Nil) ++ o.ins, (if last then Seq(Address.Std) else Nil) ++ o.outs, o))
+          Right(StageCommands.StagePlan((if first then Seq(StdAddress) else Nil) ++ o.ins, (if last then Seq(StdAddress) else Nil) ++ o.outs, o))
     }
 
 /** `asyncpipe run 'A | STAGE | B'` or `asyncpipe run FILE.pipe`: a pipeline in one JVM. */

@@ -22,12 +22,9 @@ import scala.util.Try
   * With `--on-full drop` a datagram that the next stage has no room for is dropped and counted;
   * drops in the kernel (the receive buffer was full) are read from /proc/net/udp.
   */
-final class UdpInput(val address: Address, options: StageOptions) extends Input:
+final class UdpInput(val address: UdpAddress, options: StageOptions) extends Input:
   private val socket = SocketUDP()
-  private val (host, port, rcvbuf) = address match
-    case Address.UdpAny(p, r)  => (None, p, r)
-    case Address.Udp(h, p, r)  => (Some(h.literal), p, r)
-    case other => throw IllegalArgumentException(s"${other.render} is not a UDP address")
+  private val (host, port, rcvbuf) = (address.hostLiteral, address.port, address.rcvbuf)
   private val terminator: Int = options.frame.delimiter
   private var lastSeq = -1L
   /** The message being filled: the waiting datagrams, one `len` frame each. */
@@ -154,7 +151,7 @@ object UdpInput:
   * into datagrams of at most 65,507 bytes. A frame too large for a datagram fails the stage, or
   * with `--oversize drop` is dropped and counted.
   */
-final class UdpOutput(address: Address.Udp, options: StageOptions) extends Output:
+final class UdpOutput(address: UdpAddress.At, options: StageOptions) extends Output:
   def name: String = address.render
   private val socket = SocketUDP()
   private val terminator = options.frame.delimiter
@@ -209,7 +206,7 @@ object UdpOutput:
   * and the numbering goes on from the last frame (it used to jump with the slots, so a start-up
   * delay of a few milliseconds turned `tick:1ms,count=3` into 1, 5, 6).
   */
-final class TickInput(val address: Address.Tick) extends Input:
+final class TickInput(val address: TickAddress) extends Input:
   def open(): Unit = ()
   def close(): Unit = ()
 

@@ -39,41 +39,41 @@ class AddressTest extends munit.FunSuite:
   // ---------------------------------------------------------------- parsing: every form
 
   test("'-' is standard input or output"):
-    assertEquals(ok("-"), Std)
+    assertEquals(ok("-"), StdAddress)
 
   test("file: paths, with ':' inside, options in any order, escaped ',' and '\\'"):
-    assertEquals(ok("file:out.txt"), File("out.txt"))
-    assertEquals(ok("file:/tmp/a:b:c"), File("/tmp/a:b:c"))
-    assertEquals(ok("file:C:x"), File("C:x"))
-    assertEquals(ok("file:log,append"), File("log", append = true))
-    assertEquals(ok("file:log,fsync,append"), File("log", append = true, fsync = true))
-    assertEquals(ok("file:in,follow"), File("in", follow = true))
-    assertEquals(ok("file:a\\,b,append"), File("a,b", append = true))
-    assertEquals(ok("file:a\\\\,append"), File("a\\", append = true))
-    assertEquals(ok("file:a\\b"), File("a\\b"), "a '\\' before anything but ',' or '\\' is itself")
-    assertEquals(ok("file:-"), File("-"))
-    assertEquals(ok("file:with space"), File("with space"))
+    assertEquals(ok("file:out.txt"), FileAddress("out.txt"))
+    assertEquals(ok("file:/tmp/a:b:c"), FileAddress("/tmp/a:b:c"))
+    assertEquals(ok("file:C:x"), FileAddress("C:x"))
+    assertEquals(ok("file:log,append"), FileAddress("log", append = true))
+    assertEquals(ok("file:log,fsync,append"), FileAddress("log", append = true, fsync = true))
+    assertEquals(ok("file:in,follow"), FileAddress("in", follow = true))
+    assertEquals(ok("file:a\\,b,append"), FileAddress("a,b", append = true))
+    assertEquals(ok("file:a\\\\,append"), FileAddress("a\\", append = true))
+    assertEquals(ok("file:a\\b"), FileAddress("a\\b"), "a '\\' before anything but ',' or '\\' is itself")
+    assertEquals(ok("file:-"), FileAddress("-"))
+    assertEquals(ok("file:with space"), FileAddress("with space"))
 
   test("udp:PORT receives on all interfaces; port 0 means any free port"):
-    assertEquals(ok("udp:9000"), UdpAny(9000))
-    assertEquals(ok("udp:1"), UdpAny(1))
-    assertEquals(ok("udp:65535"), UdpAny(65535))
-    assertEquals(ok("udp:0"), UdpAny(0))
-    assertEquals(ok("udp:9000,rcvbuf=4M"), UdpAny(9000, Some(4 << 20)))
+    assertEquals(ok("udp:9000"), UdpAddress.AllHosts(9000))
+    assertEquals(ok("udp:1"), UdpAddress.AllHosts(1))
+    assertEquals(ok("udp:65535"), UdpAddress.AllHosts(65535))
+    assertEquals(ok("udp:0"), UdpAddress.AllHosts(0))
+    assertEquals(ok("udp:9000,rcvbuf=4M"), UdpAddress.AllHosts(9000, Some(4 << 20)))
 
   test("udp:HOST:PORT with a name, an IPv4 address or a bracketed IPv6 address"):
-    assertEquals(ok("udp:localhost:9000"), Udp(Host.Name("localhost"), 9000))
-    assertEquals(ok("udp:my_app-1.example.com:53"), Udp(Host.Name("my_app-1.example.com"), 53))
-    assertEquals(ok("udp:127.0.0.1:9000"), Udp(Host.IPv4("127.0.0.1"), 9000))
-    assertEquals(ok("udp:[::1]:9000"), Udp(Host.IPv6("::1"), 9000))
-    assertEquals(ok("udp:[fe80::1%eth0]:9000"), Udp(Host.IPv6("fe80::1", Some("eth0")), 9000))
-    assertEquals(ok("udp:[::ffff:1.2.3.4]:9000"), Udp(Host.IPv6("::ffff:1.2.3.4"), 9000))
-    assertEquals(ok("udp:127.0.0.1:9000,rcvbuf=65536"), Udp(Host.IPv4("127.0.0.1"), 9000, Some(65536)))
-    assertEquals(ok("udp:h:0"), Udp(Host.Name("h"), 0))
+    assertEquals(ok("udp:localhost:9000"), UdpAddress.At(Host.Name("localhost"), 9000))
+    assertEquals(ok("udp:my_app-1.example.com:53"), UdpAddress.At(Host.Name("my_app-1.example.com"), 53))
+    assertEquals(ok("udp:127.0.0.1:9000"), UdpAddress.At(Host.IPv4("127.0.0.1"), 9000))
+    assertEquals(ok("udp:[::1]:9000"), UdpAddress.At(Host.IPv6("::1"), 9000))
+    assertEquals(ok("udp:[fe80::1%eth0]:9000"), UdpAddress.At(Host.IPv6("fe80::1", Some("eth0")), 9000))
+    assertEquals(ok("udp:[::ffff:1.2.3.4]:9000"), UdpAddress.At(Host.IPv6("::ffff:1.2.3.4"), 9000))
+    assertEquals(ok("udp:127.0.0.1:9000,rcvbuf=65536"), UdpAddress.At(Host.IPv4("127.0.0.1"), 9000, Some(65536)))
+    assertEquals(ok("udp:h:0"), UdpAddress.At(Host.Name("h"), 0))
 
   test("rcvbuf sizes: bytes with a binary K, M or G suffix"):
     def rcvbuf(s: String) = ok(s"udp:9000,rcvbuf=$s") match
-      case UdpAny(_, Some(n)) => n
+      case UdpAddress.AllHosts(_, Some(n)) => n
       case other              => fail(s"unexpected $other")
     assertEquals(rcvbuf("1"), 1)
     assertEquals(rcvbuf("1000"), 1000)
@@ -85,7 +85,7 @@ class AddressTest extends munit.FunSuite:
 
   test("tick: durations in every unit, with decimals, and a count"):
     def every(s: String) = ok(s"tick:$s") match
-      case Tick(d, None) => d
+      case TickAddress(d, None) => d
       case other         => fail(s"unexpected $other")
     assertEquals(every("250ns"), 250.nanos)
     assertEquals(every("10us"), 10.micros)
@@ -95,7 +95,7 @@ class AddressTest extends munit.FunSuite:
     assertEquals(every("0.001s"), 1.milli)
     assertEquals(every("2m"), 2.minutes)
     assertEquals(every("1.25h"), 75.minutes)
-    assertEquals(ok("tick:1s,count=3"), Tick(1.second, Some(3)))
+    assertEquals(ok("tick:1s,count=3"), TickAddress(1.second, Some(3)))
 
   // ---------------------------------------------------------------- parsing: every error
 
@@ -155,11 +155,11 @@ class AddressTest extends munit.FunSuite:
   test("udp: option errors"):
     refused("udp:9000,rcvbf=1M", "unknown udp option 'rcvbf' (known: rcvbuf); did you mean 'rcvbuf'?")
     refused("udp:9000,rcvbuf", "udp option 'rcvbuf' needs a value: rcvbuf=SIZE")
-    refused("udp:9000,rcvbuf=", "rcvbuf '' is not a size")
-    refused("udp:9000,rcvbuf=4X", "rcvbuf '4X' is not a size", "4M = 4 MiB")
-    refused("udp:9000,rcvbuf=4MB", "rcvbuf '4MB' is not a size")
-    refused("udp:9000,rcvbuf=0", "rcvbuf must be at least 1 byte")
-    refused("udp:9000,rcvbuf=2G", "rcvbuf 2G is more than 2147483647 bytes")
+    refused("udp:9000,rcvbuf=", "udp option 'rcvbuf': '' is not a size")
+    refused("udp:9000,rcvbuf=4X", "udp option 'rcvbuf': '4X' is not a size", "4M = 4 MiB")
+    refused("udp:9000,rcvbuf=4MB", "udp option 'rcvbuf': '4MB' is not a size")
+    refused("udp:9000,rcvbuf=0", "udp option 'rcvbuf': '0' is less than 1 byte")
+    refused("udp:9000,rcvbuf=2G", "udp option 'rcvbuf': '2G' is more than 2147483647 bytes")
     refused("udp:9000,rcvbuf=1M,rcvbuf=2M", "udp option 'rcvbuf' is given more than once")
 
   test("tick: duration and count errors"):
@@ -175,37 +175,37 @@ class AddressTest extends munit.FunSuite:
     refused("tick:0.0001us", "is not a whole number of nanoseconds")
     refused("tick:1.5ns", "duration '1.5ns' is not a whole number of nanoseconds")
     refused("tick:9999999h", "is too long")
-    refused("tick:1s,count=0", "count must be a positive whole number (got '0')")
-    refused("tick:1s,count=-2", "count must be a positive whole number (got '-2')")
-    refused("tick:1s,count=many", "count must be a positive whole number (got 'many')")
+    refused("tick:1s,count=0", "tick option 'count': '0' is not a positive whole number")
+    refused("tick:1s,count=-2", "tick option 'count': '-2' is not a positive whole number")
+    refused("tick:1s,count=many", "tick option 'count': 'many' is not a positive whole number")
     refused("tick:1s,count", "tick option 'count' needs a value: count=N")
-    refused("tick:1s,count=99999999999999999999", "count 99999999999999999999 is too large")
+    refused("tick:1s,count=99999999999999999999", "tick option 'count': '99999999999999999999' is too large")
     refused("tick:1s,cuont=3", "unknown tick option 'cuont' (known: count); did you mean 'count'?")
 
   // ---------------------------------------------------------------- rendering
 
   private val samples: Seq[Address] = Seq(
-    Std,
-    File("out"),
-    File("/a:b/c,d\\e f"),
-    File("\\,"),
-    File("log", append = true, fsync = true),
-    File("in", follow = true),
-    File("x", fsync = true),
-    UdpAny(0),
-    UdpAny(9000, Some(4 << 20)),
-    UdpAny(9000, Some(1 << 30)),
-    UdpAny(9000, Some(3 << 10)),
-    UdpAny(9000, Some(1000)),
-    Udp(Host.Name("localhost"), 9000),
-    Udp(Host.IPv4("10.0.0.1"), 1, Some(1)),
-    Udp(Host.IPv6("::1"), 65535),
-    Udp(Host.IPv6("fe80::1", Some("eth0")), 5),
-    Tick(1.second),
-    Tick(1500.millis, Some(3)),
-    Tick(90.seconds),
-    Tick(7.nanos),
-    Tick(2.hours, Some(Long.MaxValue))
+    StdAddress,
+    FileAddress("out"),
+    FileAddress("/a:b/c,d\\e f"),
+    FileAddress("\\,"),
+    FileAddress("log", append = true, fsync = true),
+    FileAddress("in", follow = true),
+    FileAddress("x", fsync = true),
+    UdpAddress.AllHosts(0),
+    UdpAddress.AllHosts(9000, Some(4 << 20)),
+    UdpAddress.AllHosts(9000, Some(1 << 30)),
+    UdpAddress.AllHosts(9000, Some(3 << 10)),
+    UdpAddress.AllHosts(9000, Some(1000)),
+    UdpAddress.At(Host.Name("localhost"), 9000),
+    UdpAddress.At(Host.IPv4("10.0.0.1"), 1, Some(1)),
+    UdpAddress.At(Host.IPv6("::1"), 65535),
+    UdpAddress.At(Host.IPv6("fe80::1", Some("eth0")), 5),
+    TickAddress(1.second),
+    TickAddress(1500.millis, Some(3)),
+    TickAddress(90.seconds),
+    TickAddress(7.nanos),
+    TickAddress(2.hours, Some(Long.MaxValue))
   )
 
   test("render prints the canonical form"):
@@ -235,7 +235,7 @@ class AddressTest extends munit.FunSuite:
         s"tick:2h,count=${Long.MaxValue}"
       )
     )
-    assertEquals(Tick(60.seconds).toString, "tick:1m")
+    assertEquals(TickAddress(60.seconds).toString, "tick:1m")
 
   test("parse(render(a)) == a for every sample, and render is a fixed point of parsing"):
     for a <- samples do
@@ -251,20 +251,20 @@ class AddressTest extends munit.FunSuite:
       case Left(CliError.BadToken(None, token, rule, _)) =>
         assertEquals(token, a.render); rule
       case other => fail(s"expected $a to be refused as $role, got $other")
-    assertEquals(Std.roles, Set(Role.Source, Role.Sink))
-    assertEquals(File("x").roles, Set(Role.Source, Role.Sink))
-    assertEquals(Udp(Host.Name("h"), 1).roles, Set(Role.Source, Role.Sink))
-    assert(rule(File("x", follow = true), Role.Sink).contains("file option 'follow' is for reading (a source)"))
-    assert(rule(File("x", append = true), Role.Source).contains("file option 'append' is for writing (a sink)"))
-    assert(rule(File("x", fsync = true), Role.Source).contains("file option 'fsync' is for writing (a sink)"))
-    assert(rule(UdpAny(9000), Role.Sink).contains("udp:9000 only receives"))
-    assert(rule(Udp(Host.Name("h"), 0), Role.Sink).contains("port 0 (any free port) is for receiving only"))
-    assert(rule(Udp(Host.Name("h"), 1, Some(10)), Role.Sink).contains("udp option 'rcvbuf' is for receiving"))
-    assert(rule(Tick(1.second), Role.Sink).contains("tick:1s is a timer: it can only be a source"))
-    assertEquals(File("x", follow = true).checkRole(Role.Source), Right(()))
-    assertEquals(File("x", append = true).checkRole(Role.Sink), Right(()))
-    assertEquals(UdpAny(0).checkRole(Role.Source), Right(()))
-    assertEquals(Tick(1.second).checkRole(Role.Source), Right(()))
+    assertEquals(StdAddress.roles, Set(Role.Source, Role.Sink))
+    assertEquals(FileAddress("x").roles, Set(Role.Source, Role.Sink))
+    assertEquals(UdpAddress.At(Host.Name("h"), 1).roles, Set(Role.Source, Role.Sink))
+    assert(rule(FileAddress("x", follow = true), Role.Sink).contains("file option 'follow' is for reading (a source)"))
+    assert(rule(FileAddress("x", append = true), Role.Source).contains("file option 'append' is for writing (a sink)"))
+    assert(rule(FileAddress("x", fsync = true), Role.Source).contains("file option 'fsync' is for writing (a sink)"))
+    assert(rule(UdpAddress.AllHosts(9000), Role.Sink).contains("udp:9000 only receives"))
+    assert(rule(UdpAddress.At(Host.Name("h"), 0), Role.Sink).contains("port 0 (any free port) is for receiving only"))
+    assert(rule(UdpAddress.At(Host.Name("h"), 1, Some(10)), Role.Sink).contains("udp option 'rcvbuf' is for receiving"))
+    assert(rule(TickAddress(1.second), Role.Sink).contains("tick:1s is a timer: it can only be a source"))
+    assertEquals(FileAddress("x", follow = true).checkRole(Role.Source), Right(()))
+    assertEquals(FileAddress("x", append = true).checkRole(Role.Sink), Right(()))
+    assertEquals(UdpAddress.AllHosts(0).checkRole(Role.Source), Right(()))
+    assertEquals(TickAddress(1.second).checkRole(Role.Source), Right(()))
 
   private val kinds: Seq[StreamKind] = StreamKind.values.toSeq
 
@@ -335,20 +335,20 @@ class AddressTest extends munit.FunSuite:
     * device: [[Present.Other]]), as for every address that is not a file.
     */
   private val byAddress: Seq[(Address, String)] = Seq(
-    Std                                   -> alwaysSource,
-    File("x")                             -> twoWay,
-    File("x", follow = true)              -> alwaysSource,
-    File("x", append = true)              -> appendOnly,
-    File("x", fsync = true)               -> sinkOnly,
-    File("x", append = true, fsync = true) -> appendOnly,
-    UdpAny(9000)                          -> alwaysSource,
-    UdpAny(0, Some(1024))                 -> alwaysSource,
-    Udp(Host.IPv4("127.0.0.1"), 9000)     -> twoWay,
-    Udp(Host.IPv6("::1"), 9000)           -> twoWay,
-    Udp(Host.Name("h"), 0)                -> alwaysSource,
-    Udp(Host.Name("h"), 9000, Some(4096)) -> alwaysSource,
-    Tick(1.second)                        -> alwaysSource,
-    Tick(1.second, Some(5))               -> alwaysSource
+    StdAddress                                   -> alwaysSource,
+    FileAddress("x")                             -> twoWay,
+    FileAddress("x", follow = true)              -> alwaysSource,
+    FileAddress("x", append = true)              -> appendOnly,
+    FileAddress("x", fsync = true)               -> sinkOnly,
+    FileAddress("x", append = true, fsync = true) -> appendOnly,
+    UdpAddress.AllHosts(9000)                          -> alwaysSource,
+    UdpAddress.AllHosts(0, Some(1024))                 -> alwaysSource,
+    UdpAddress.At(Host.IPv4("127.0.0.1"), 9000)     -> twoWay,
+    UdpAddress.At(Host.IPv6("::1"), 9000)           -> twoWay,
+    UdpAddress.At(Host.Name("h"), 0)                -> alwaysSource,
+    UdpAddress.At(Host.Name("h"), 9000, Some(4096)) -> alwaysSource,
+    TickAddress(1.second)                        -> alwaysSource,
+    TickAddress(1.second, Some(5))               -> alwaysSource
   )
 
   private def outcome(r: Either[CliError, Role]): String = r.fold(_ => "Refuse", _.toString)
@@ -366,14 +366,14 @@ class AddressTest extends munit.FunSuite:
 
   test("by what a file's path names: a new or empty file is written, one holding data never, with append always"):
     val cases: Seq[(Address, Present, String)] = Seq(
-      (File("x"), Present.Absent, newFile),
-      (File("x"), Present.EmptyFile, newFile),
-      (File("x"), Present.DataFile, dataFile),
-      (File("x"), Present.Other, twoWay),
-      (File("x", fsync = true), Present.Absent, appendOnly), // written when data comes in, as append is
-      (File("x", fsync = true), Present.DataFile, neverWritten),
-      (File("x", append = true), Present.DataFile, appendOnly),
-      (File("x", append = true), Present.Absent, appendOnly)
+      (FileAddress("x"), Present.Absent, newFile),
+      (FileAddress("x"), Present.EmptyFile, newFile),
+      (FileAddress("x"), Present.DataFile, dataFile),
+      (FileAddress("x"), Present.Other, twoWay),
+      (FileAddress("x", fsync = true), Present.Absent, appendOnly), // written when data comes in, as append is
+      (FileAddress("x", fsync = true), Present.DataFile, neverWritten),
+      (FileAddress("x", append = true), Present.DataFile, appendOnly),
+      (FileAddress("x", append = true), Present.Absent, appendOnly)
     )
     val wrong = for
       (address, present, expected) <- cases
@@ -386,7 +386,7 @@ class AddressTest extends munit.FunSuite:
     assert(wrong.isEmpty, wrong.mkString("\n"))
 
   test("safety: over all addresses, paths and stream pairs, nothing that holds data is overwritten, and nothing is read as written"):
-    val files = for a <- Seq(false, true); f <- Seq(false, true); s <- Seq(false, true) yield File("x", a, f, s)
+    val files = for a <- Seq(false, true); f <- Seq(false, true); s <- Seq(false, true) yield FileAddress("x", a, f, s)
     val all = files ++ byAddress.map(_._1)
     var checked = 0
     for address <- all; present <- Present.values; in <- kinds; out <- kinds do
@@ -399,18 +399,18 @@ class AddressTest extends munit.FunSuite:
           if role == Role.Sink then
             assert(in.carriesData, s"$shown inferred a sink (nothing to write)")
             address match
-              case f: File if !f.append =>
+              case f: FileAddress if !f.append =>
                 assert(present != Present.DataFile, s"$shown would overwrite a file that holds data")
                 if present == Present.Other then assertEquals(out, Terminal, s"$shown inferred a sink")
-              case _: File => ()
+              case _: FileAddress => ()
               case _       => assertEquals(out, Terminal, s"$shown inferred a sink")
         case Left(e) => assertEquals(e.exitCode, ExitCode.Usage, e.render)
-      if in == Unknown && address != Std && address.roles.contains(Role.Sink) then
+      if in == Unknown && address != StdAddress && address.roles.contains(Role.Sink) then
         assert(inferred.isLeft, s"$shown: an unknown stdin must be refused, got $inferred")
     assertEquals(checked, all.size * Present.values.length * 36)
 
   test("a file that holds data is refused as an inferred sink, naming the path and the explicit forms"):
-    inferRole(File("k1"), Pipe, Terminal, Present.DataFile) match
+    inferRole(FileAddress("k1"), Pipe, Terminal, Present.DataFile) match
       case Left(e @ CliError.BadToken(None, "file:k1", rule, expected)) =>
         assert(rule.contains("k1 exists and holds data, and a single address never overwrites a file"), rule)
         assert(rule.contains("only 'asyncpipe - file:k1' writes it"), rule)
@@ -419,7 +419,7 @@ class AddressTest extends munit.FunSuite:
       case other => fail(s"expected a refusal, got $other")
 
   test("a refusal names the address, what stdin and stdout are, and the explicit FROM TO form"):
-    inferRole(File("data.txt"), Pipe, RegularFile) match
+    inferRole(FileAddress("data.txt"), Pipe, RegularFile) match
       case Left(e @ CliError.BadToken(None, "file:data.txt", rule, expected)) =>
         assertEquals(rule, "cannot tell whether file:data.txt is the source or the sink here (stdin is a pipe, stdout is a file)")
         assertEquals(
@@ -428,11 +428,11 @@ class AddressTest extends munit.FunSuite:
         )
         assert(e.render.startsWith("asyncpipe: bad value 'file:data.txt': cannot tell"), e.render)
       case other => fail(s"expected a refusal, got $other")
-    val unknown = inferRole(Udp(Host.Name("h"), 9), Socket, Unknown).left.map(_.render)
+    val unknown = inferRole(UdpAddress.At(Host.Name("h"), 9), Socket, Unknown).left.map(_.render)
     assert(unknown.left.exists(_.contains("stdin is a socket, stdout is of a kind asyncpipe cannot tell")), unknown.toString)
-    val devnull = inferRole(File("x"), Pipe, NullDevice).left.map(_.render)
+    val devnull = inferRole(FileAddress("x"), Pipe, NullDevice).left.map(_.render)
     assert(devnull.left.exists(_.contains("stdin is a pipe, stdout is /dev/null")), devnull.toString)
-    inferRole(File("log", append = true), Terminal, Terminal) match
+    inferRole(FileAddress("log", append = true), Terminal, Terminal) match
       case Left(CliError.BadToken(None, "file:log,append", rule, expected)) =>
         assert(rule.contains("file:log,append can only be written"), rule)
         assert(rule.contains("(stdin is a terminal, stdout is a terminal)"), rule)
@@ -440,7 +440,7 @@ class AddressTest extends munit.FunSuite:
       case other => fail(s"expected a refusal, got $other")
 
   test("a contradictory address built by hand is refused, not given a role"):
-    val both = File("x", append = true, follow = true)
+    val both = FileAddress("x", append = true, follow = true)
     assertEquals(both.roles, Set.empty[Role])
     for in <- kinds; out <- kinds do assert(inferRole(both, in, out).isLeft, s"stdin $in, stdout $out")
 

@@ -16,7 +16,7 @@ class TickInputTest extends munit.FunSuite:
   test("frames are numbered 1, 2, 3, ... even when the next stage holds a tick up past many slots"):
     Async.blocking:
       val out = SyncChannel[FrameBatch]()
-      val tick = TickInput(Address.Tick(1.millisecond, Some(4)))
+      val tick = TickInput(TickAddress(1.millisecond, Some(4)))
       val pump = Future(tick.pump(out))
       val first = text(out.read().get)
       sleep(30) // not a synchronisation: the hold-up itself, some 30 slots of the grid
