@@ -1,37 +1,6 @@
 package asyncpipe.cli.frames
 
-
 import java.nio.ByteBuffer
-
-/** Direct buffers of `bufferSize` bytes kept for reuse, up to `keep` of them: a stream input reads
-  * into one, the batch made of it travels to the outputs, and the last output to release it gives
-  * it back (see [[FrameBatch]]). A pool never waits: when none is free it allocates another, so a
-  * buffer that is never given back only costs an allocation.
-  *
-  * Last in, first out: the buffer given back last, still in the CPU's cache, is taken next. (A
-  * queue that cycles through every buffer makes each read and write miss the cache; a copy stage
-  * ran at half the speed of `cat` that way.)
-  */
-final class BufferPool(val bufferSize: Int, keep: Int):
-  require(bufferSize > 0, s"bufferSize was $bufferSize, must be > 0")
-  require(keep > 0, s"keep was $keep, must be > 0")
-  private val free = java.util.ArrayDeque[ByteBuffer](keep)
-
-  /** A cleared buffer of at least `min` bytes: a kept one, or a new one (one of its own size when
-    * `min` is above the pool's, which the pool will not keep).
-    */
-  def take(min: Int = bufferSize): ByteBuffer =
-    if min > bufferSize then ByteBuffer.allocateDirect(min)
-    else
-      val b = synchronized(free.pollFirst())
-      if b != null then b.clear() else ByteBuffer.allocateDirect(bufferSize)
-
-  /** Takes `b` back for reuse; no one may read or write it after this. */
-  def give(b: ByteBuffer): Unit =
-    if b.capacity == bufferSize then synchronized { if free.size < keep then free.addFirst(b) }
-
-  /** How many buffers wait for reuse (for tests). */
-  def kept: Int = synchronized(free.size)
 
 /** Cuts a byte stream into [[FrameBatch]]es of whole frames where it is read: the stream is read
   * into direct buffers of `pool`, and each batch is the front of one buffer, so an output writes
@@ -47,11 +16,11 @@ final class BufferPool(val bufferSize: Int, keep: Int):
   * `raw` batches are at most `maxFrame` bytes. A frame longer than the pool's buffers is read into
   * a larger buffer of its own.
   */
-final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = FrameDecoder.DefaultMaxFrame):
+final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Framing.DefaultMaxFrame):
   require(maxFrame > 0, s"maxFrame was $maxFrame, must be > 0")
   // The largest frame on the wire. No buffer is larger, so every frame that ends in one is within
   // the limit and a batch needs no check per frame.
-  private val largest: Int = math.min(maxFrame.toLong + framing.overhead, FrameDecoder.MaxArray.toLong).toInt
+  private val largest: Int = math.min(maxFrame.toLong + framing.overhead, Framing.MaxArray.toLong).toInt
   // The capacity of a buffer that holds no overlong frame.
   private val normal: Int = math.min(pool.bufferSize, largest)
   private val delimiter: Byte = framing.delimiter.toByte
@@ -109,8 +78,8 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
       framing match
         case Framing.Len =>
           val message =
-            if end < 4 then FrameDecoder.truncatedHeader(end, consumed)
-            else FrameDecoder.truncatedPayload(end - 4, b.getInt(0) & 0xffffffffL, consumed)
+            if end < 4 then FramingException.truncatedHeader(end, consumed)
+            else FramingException.truncatedPayload(end - 4, b.getInt(0) & 0xffffffffL, consumed)
           pool.give(b)
           throw FramingException(message)
         case _ => emit(FrameBatch.pooled(framing, b, end, terminated = false, pool))
@@ -152,9 +121,9 @@ final class BatchReader(framing: Framing, pool: BufferPool, maxFrame: Int = Fram
     val rest = end - from
     framing match
       case Framing.Len if rest >= 4 && prefix(b, from) > maxFrame =>
-        FrameDecoder.tooLongMessage(framing, prefix(b, from), exact = true, maxFrame, consumed + from)
+        FramingException.tooLongMessage(framing, prefix(b, from), exact = true, maxFrame, consumed + from)
       case Framing.Lines | Framing.Nul if rest >= largest =>
-        FrameDecoder.tooLongMessage(framing, rest.toLong, exact = false, maxFrame, consumed + from)
+        FramingException.tooLongMessage(framing, rest.toLong, exact = false, maxFrame, consumed + from)
       case _ => null
 
   /** The capacity for a buffer that starts with the incomplete frame `b[from, end)`: the pool's

@@ -138,7 +138,7 @@ object UdpInput:
     def append(payload: java.nio.ByteBuffer, length: Int): Int =
       if size + 4 + length > array.length then
         array = java.util.Arrays.copyOf(array, math.max(array.length * 2, size + 4 + length))
-      FrameDecoder.writeLength(array, size, length)
+      Framing.writeLength(array, size, length)
       payload.get(payload.position(), array, size + 4, length)
       size += 4 + length
       frames += 1

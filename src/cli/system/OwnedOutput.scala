@@ -283,7 +283,7 @@ object OwnedOutput:
         var i = 0L
         var whole = true
         while whole && i + 4 <= bytes.length do
-          val n = FrameDecoder.readLength(bytes, i.toInt)
+          val n = Framing.readLength(bytes, i.toInt)
           if i + 4 + n <= bytes.length then i += 4 + n else whole = false
         i
       case f =>

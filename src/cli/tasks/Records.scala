@@ -16,7 +16,7 @@ import scala.util.Success
   * A command's last line without a newline is passed on as it is, and gets its newline only if
   * more output follows (the [[FrameWriter]] rule), so nothing is lost or merged.
   *
-  * A line longer than [[FrameDecoder.DefaultMaxFrame]] (16 MiB) is not cut: it ends the run with
+  * A line longer than [[Framing.DefaultMaxFrame]] (16 MiB) is not cut: it ends the run with
   * an error. When the reader of our stdout goes away, the run is halted with
   * [[CliError.DownstreamGone]] (exit 141): found by the next write, or while nothing is written
   * (between runs of `every 1h`, a quiet command) by [[watchReader]].

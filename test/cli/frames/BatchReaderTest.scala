@@ -1,18 +1,12 @@
 package asyncpipe.cli.frames
 
-import asyncpipe.cli.*
-
-import asyncpipe.cli.system.*
-
 import java.io.ByteArrayOutputStream
 import java.nio.ByteBuffer
-import java.nio.channels.FileChannel
-import java.nio.file.{Files, Path, StandardOpenOption}
 import scala.util.Random
 import asyncpipe.async.Watchdog
 
-/** [[BatchReader]] (a stream read into pooled direct buffers, cut into batches of whole frames),
-  * [[BufferPool]], pooled [[FrameBatch]]es and their sharing, and [[PipeSize]].
+/** [[BatchReader]]: a stream read into pooled direct buffers, cut into batches of whole frames;
+  * the frame limit and its errors.
   */
 class BatchReaderTest extends munit.FunSuite with Watchdog:
 
@@ -52,11 +46,13 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
     writer.flush()
     out.toByteArray
 
+  /** The frames of `input`, by a [[BatchDecoder]]. */
   private def decode(framing: Framing, input: Array[Byte]): Vector[Frame] =
-    val d = FrameDecoder(framing)
+    val d = BatchDecoder(framing)
     val out = Vector.newBuilder[Frame]
-    d.feed(input, 0, input.length)(out += _)
-    d.finish(out += _)
+    val emit: FrameBatch => Unit = out ++= _.frames
+    d.feed(input, 0, input.length)(emit)
+    d.finish(emit)
     out.result()
 
   for framing <- Seq(Framing.Lines, Framing.Nul, Framing.Len); bufferSize <- Seq(8, 64, 4096) do
@@ -88,7 +84,7 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
     val input = Array.fill[Byte](500)('a')
     val e = intercept[FramingException](readAll(Framing.Lines, input ++ "\n".getBytes, BufferPool(16, keep = 2), maxFrame = 100, () => 7))
     // Known too long once a buffer of the largest allowed frame (100 bytes and its newline) is full.
-    assertEquals(e.getMessage, FrameDecoder.tooLongMessage(Framing.Lines, 101, exact = false, 100, at = 0))
+    assertEquals(e.getMessage, FramingException.tooLongMessage(Framing.Lines, 101, exact = false, 100, at = 0))
   }
 
   test("len: a prefix over the limit fails at once; a stream that ends inside a frame fails at the end") {
@@ -97,12 +93,12 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
     assert(e.getMessage.contains("1000"), e.getMessage)
     val cut = ByteBuffer.allocate(6).putInt(10).put(1.toByte).put(2.toByte).array()
     val t = intercept[FramingException](readAll(Framing.Len, cut, BufferPool(64, keep = 2), maxFrame = 100, () => 6))
-    assertEquals(t.getMessage, FrameDecoder.truncatedPayload(2, 10, at = 0))
+    assertEquals(t.getMessage, FramingException.truncatedPayload(2, 10, at = 0))
     val header = intercept[FramingException](readAll(Framing.Len, Array[Byte](0, 0), BufferPool(64, keep = 2), maxFrame = 100, () => 2))
-    assertEquals(header.getMessage, FrameDecoder.truncatedHeader(2, at = 0))
+    assertEquals(header.getMessage, FramingException.truncatedHeader(2, at = 0))
   }
 
-  // Issue 35: 20,000 valid len frames and a prefix claiming 2 GB lost the frames read with it.
+  // A frame over the limit must not take the whole frames read with it down with it.
   for framing <- Seq(Framing.Lines, Framing.Nul, Framing.Len); bufferSize <- Seq(16, 64, 4096) do
     test(s"$framing, buffers of $bufferSize: every frame before one over the limit is handed on, and the error names its offset") {
       val rnd = Random(bufferSize * 7 + framing.ordinal)
@@ -130,101 +126,3 @@ class BatchReaderTest extends munit.FunSuite with Watchdog:
         assertEquals(got.result(), good, s"round $round: the frames before the bad one")
         assert(e.getMessage.contains(s"at byte ${prefix.length} of the stream"), s"round $round: ${e.getMessage}")
     }
-
-  test("a released batch's buffer is reused, the last given back first; a shared one only after every release") {
-    val pool = BufferPool(32, keep = 4)
-    val a = pool.take()
-    val b = pool.take()
-    val batchA = FrameBatch.pooled(Framing.Raw, a, 5, terminated = true, pool)
-    val batchB = FrameBatch.pooled(Framing.Raw, b, 5, terminated = true, pool)
-    batchB.share(3)
-    batchA.release()
-    assertEquals(pool.kept, 1)
-    batchB.release()
-    batchB.release()
-    assertEquals(pool.kept, 1, "a batch shared among 3 went back after 2 releases")
-    batchB.release()
-    assertEquals(pool.kept, 2)
-    assert(pool.take() eq b, "the buffer given back last is taken first")
-    intercept[IllegalStateException](batchB.release())
-  }
-
-  test("a pooled batch reads like a heap batch of the same bytes") {
-    val text = "one\ntwo\n\nthree".getBytes
-    val pool = BufferPool(64, keep = 1)
-    val buffer = pool.take()
-    buffer.put(text)
-    val pooled = FrameBatch.pooled(Framing.Lines, buffer, text.length, terminated = false, pool)
-    val heap = FrameBatch(Framing.Lines, text, text.length, terminated = false)
-    assertEquals(pooled.frames, heap.frames)
-    assertEquals(pooled.frameCount, 4)
-    assert(java.util.Arrays.equals(pooled.bytes, text))
-    val view = pooled.data
-    assertEquals(view.remaining, text.length)
-    view.get() // a reader's view is its own: another view starts at 0 again
-    assertEquals(pooled.data.position(), 0)
-  }
-
-  test("a buffer the pool does not keep (larger than its size, or over `keep`) is dropped") {
-    val pool = BufferPool(16, keep = 1)
-    val big = pool.take(100)
-    assertEquals(big.capacity, 100)
-    pool.give(big)
-    assertEquals(pool.kept, 0)
-    pool.give(pool.take())
-    pool.give(ByteBuffer.allocateDirect(16))
-    assertEquals(pool.kept, 1)
-  }
-
-  test("PipeSize: a pipe is made to hold 1 MiB; a regular file is left alone") {
-    val dir = Files.createTempDirectory("pipesize")
-    try
-      val fifo = dir.resolve("fifo")
-      val made = ProcessBuilder("mkfifo", fifo.toString).start().waitFor()
-      assertEquals(made, 0, "mkfifo")
-      val file = dir.resolve("file")
-      Files.writeString(file, "x")
-      // Opened for reading and writing, a FIFO opens without waiting for a peer (Linux).
-      val pipe = FileChannel.open(fifo, StandardOpenOption.READ, StandardOpenOption.WRITE)
-      val regular = FileChannel.open(file, StandardOpenOption.READ)
-      try
-        assertEquals(PipeSize.grow(descriptor(fifo)), PipeSize.Wanted)
-        assertEquals(PipeSize.grow(descriptor(file)), -1)
-      finally
-        pipe.close()
-        regular.close()
-    finally
-      Files.list(dir).forEach(Files.delete(_))
-      Files.delete(dir)
-  }
-
-  test("PipeSize.Growth: the pipe is grown once, on another thread, when the stream first reaches the threshold") {
-    val grown = java.util.concurrent.LinkedBlockingQueue[Thread]()
-    val growth = PipeSize.Growth(1, after = 1000, grow = () => grown.put(Thread.currentThread))
-    growth.passed(600)
-    assert(!growth.isStarted && grown.isEmpty, "grown before the stream reached the threshold")
-    growth.passed(399)
-    assert(!growth.isStarted, "grown at 999 of 1000 bytes")
-    growth.passed(1)
-    growth.passed(5000)
-    val by = grown.poll(30, java.util.concurrent.TimeUnit.SECONDS)
-    assert(by != null, "not grown after 6,000 bytes")
-    assert(by ne Thread.currentThread, "grown on the stream's own thread")
-    assert(by.isDaemon, "the growing thread would keep the JVM alive")
-    assertEquals(grown.poll(200, java.util.concurrent.TimeUnit.MILLISECONDS), null, "grown twice")
-  }
-
-  /** This process's descriptor for `path`, from /proc/self/fd. */
-  private def descriptor(path: Path): Int =
-    val fds = Files.list(Path.of("/proc/self/fd")).toArray.toSeq.map(_.asInstanceOf[Path])
-    fds.find(fd => scala.util.Try(Files.readSymbolicLink(fd)).toOption.contains(path.toRealPath()))
-      .map(_.getFileName.toString.toInt)
-      .getOrElse(fail(s"no descriptor for $path in /proc/self/fd"))
-
-  test("PipeSize: in a JVM without native access a stage leaves its pipes alone and says nothing") {
-    assume(Launch.assembly.isDefined, "ASYNCPIPE_ASSEMBLY not set: run through ./mill")
-    val r = os.proc(Launch.java, "-cp", Launch.assembly.get, "asyncpipe.cli.Main", "tick:1ms,count=2", "-")
-      .call(check = false, stdin = os.Pipe, stderr = os.Pipe, timeout = 60_000)
-    assertEquals((r.exitCode, r.err.text()), (0, ""))
-    assertEquals(r.out.lines().size, 2)
-  }

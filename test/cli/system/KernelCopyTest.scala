@@ -181,7 +181,7 @@ class KernelCopyTest extends munit.FunSuite with Watchdog:
 
   test("a line over the frame limit fails as on the usual path, even when it starts in a kernel copy"):
     val rnd = Random(5)
-    val data = content(Framing.Lines, 1 << 20, 0, rnd) ++ Array.fill[Byte](FrameDecoder.DefaultMaxFrame + 2)('q'.toByte) ++ "\n".getBytes
+    val data = content(Framing.Lines, 1 << 20, 0, rnd) ++ Array.fill[Byte](Framing.DefaultMaxFrame + 2)('q'.toByte) ++ "\n".getBytes
     val source = feeding(data, rnd)
     val sink = PipeSink()
     val e = intercept[FramingException](runCopy(Framing.Lines, Splice.descriptor(source), source, regular = false, sink))
