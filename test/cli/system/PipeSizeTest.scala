@@ -1,7 +1,6 @@
-package asyncpipe.cli.frames
+package asyncpipe.cli.system
 
 import asyncpipe.cli.*
-import asyncpipe.cli.system.*
 
 import java.nio.channels.FileChannel
 import java.nio.file.{Files, Path, StandardOpenOption}
