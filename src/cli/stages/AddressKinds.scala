@@ -8,7 +8,8 @@ object AddressKinds:
     StdKind,
     FileKind,
     UdpKind,
-    TickKind
+    TickKind,
+    NullKind
   )
 
   /** The kind of `scheme` (`-` for the standard streams). A loop: no closure per lookup. */
