@@ -36,7 +36,7 @@ class MainTest extends munit.FunSuite:
   test("--help after -- belongs to the command, not to asyncpipe"):
     assert(Usage.asksForHelp(Seq("1s", "--help")))
     assert(!Usage.asksForHelp(Seq("1s", "--", "grep", "--help")))
-    assertEquals(Address.schemes, Set("file", "udp", "tick"))
+    assertEquals(Address.schemes, Set("file", "udp", "tick", "null"))
 
   test("an unknown verb is a usage error that names it"):
     val r = run("frobnicate", "x")
