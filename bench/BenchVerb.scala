@@ -22,11 +22,9 @@ object BenchVerb extends Verb:
 
   override def help: String =
     val suites = Suites.all.map(s => s"  ${s.name.padTo(8, ' ')}  ${s.description}").mkString("\n")
-    s"""Usage: $synopsis
+    s"""${Options.usage(synopsis)}
        |
-       |Measures each suite's subjects and their baselines in the same run: warm-up, several
-       |iterations, median with min-max, allocation per operation where it matters, and the ratio
-       |subject/baseline (above 1.0x is faster). Tables go to stdout; progress to stderr on a terminal.
+       |${Options.paragraph("Measures each suite's subjects and their baselines in the same run: warm-up, several iterations, median with min-max, allocation per operation where it matters, and the ratio subject/baseline (above 1.0x is faster). Tables go to stdout; progress to stderr on a terminal.")}
        |
        |Suites:
        |$suites

@@ -13,6 +13,7 @@ object Main:
     * ([[ProcessGroup.prepare]]) before it builds them.
     */
   lazy val verbs: Seq[Verb] = Seq(
+    StageVerb,
     MuxVerb,
     RunVerb,
     TaskVerbs.every,
@@ -20,8 +21,6 @@ object Main:
     TaskVerbs.repeat,
     Verb.above("bench", "asyncpipe.bench.BenchVerb")
   )
-
-  private lazy val addressScheme = "^([A-Za-z][A-Za-z0-9+.-]*):.*".r // lazy: StringOps spins a lambda
 
   def main(args: Array[String]): Unit =
     Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
@@ -85,6 +84,10 @@ object Main:
     args match
       case Seq() =>
         Left(CliError.Missing(None, "a verb or an address", Usage.topSynopsis))
+      case Seq("help", topic) =>
+        verbs.find(_.name == topic).orElse(verbs.find(_.claims(Seq(topic)))) match
+          case Some(verb) => { io.out.write(verb.help); Right(ExitCode.Ok) }
+          case None       => Left(CliError.UnknownVerb(topic, CliError.suggest(topic, verbs.filter(_.listed).map(_.name))))
       case Seq(flag, _*) if Usage.isHelpFlag(flag) || flag == "help" =>
         io.out.write(Help.top(verbs))
         Right(ExitCode.Ok)
@@ -92,35 +95,29 @@ object Main:
         io.out.write(Help.version)
         Right(ExitCode.Ok)
       case Seq(head, rest*) =>
-        verbNamed(head) match
-          case Some(verb) if Usage.asksForHelp(rest) =>
-            io.out.write(verb.help)
+        val named = verbNamed(head)
+        val verb = if named.isDefined then named else claimant(args)
+        verb match
+          case Some(v) if Usage.asksForHelp(if named.isDefined then rest else args) =>
+            io.out.write(v.help)
             Right(ExitCode.Ok)
-          case Some(verb) => verb.run(rest, io)
-          case None       => notAVerb(head, args, io)
+          case Some(v) => v.run(if named.isDefined then rest else args, io)
+          case None if Options.isOption(head) =>
+            Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Usage.topSynopsis))
+          case None => Left(CliError.UnknownVerb(head, CliError.suggest(head, verbs.filter(_.listed).map(_.name))))
 
-  /** The verb called `name`: a loop, not `verbs.find`, whose closure would be spun at run time
-    * (doc/adr/0008-task-runner.md, "Start-up").
-    */
+  /** The verb typed by `name` (not one without a name to type). A loop: no closure per lookup. */
   private def verbNamed(name: String): Option[Verb] =
     val it = verbs.iterator
     while it.hasNext do
       val verb = it.next()
-      if verb.name == name then return Some(verb)
+      if verb.listed && verb.name == name then return Some(verb)
     None
 
-  private def notAVerb(head: String, args: Seq[String], io: Io): Either[CliError, Int] =
-    // `asyncpipe [OPTIONS] FROM TO` and `asyncpipe [OPTIONS] 'A | B'`: stage options may come first;
-    // the stage parser then judges them (and suggests the option meant).
-    def isPipeline(a: String) = a.contains(" | ")
-    def isAddress(a: String) = a == "-" || addressScheme.matches(a)
-    if head.startsWith("-") && head != "-" then
-      if args.exists(isPipeline) then RunVerb.run(args, io)
-      else if args.tail.exists(isAddress) then StageCommands.addresses(args, io)
-      else Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Usage.topSynopsis))
-    else if isPipeline(head) then RunVerb.run(args, io)
-    else
-      head match
-        case "-" | addressScheme(_) => StageCommands.addresses(args, io)
-        case _ =>
-          Left(CliError.UnknownVerb(head, CliError.suggest(head, verbs.map(_.name))))
+  /** The verb that takes a command line starting with no verb's name: a pipeline text (`run`)
+    * before an address (`FROM TO`).
+    */
+  private def claimant(args: Seq[String]): Option[Verb] =
+    if RunVerb.claims(args) then Some(RunVerb)
+    else if StageVerb.claims(args) then Some(StageVerb)
+    else None

@@ -24,14 +24,27 @@ class MainTest extends munit.FunSuite:
   test("--help lists every verb and every address form, on stdout"):
     val r = run("--help")
     assertEquals((r.status, r.err), (0, ""))
-    for v <- Main.verbs do assert(r.out.contains(s"\n  ${v.name} "), s"verb ${v.name} missing from help")
+    for v <- Main.verbs if v.listed do assert(r.out.contains(s"\n  ${v.name} "), s"verb ${v.name} missing from help")
     for (form, _) <- Address.forms do assert(r.out.contains(form), s"address $form missing from help")
 
-  test("every verb has its own --help"):
-    for v <- Main.verbs do
+  test("every verb has its own --help, and 'help VERB' gives the same text"):
+    for v <- Main.verbs if v.listed do
       val r = run(v.name, "--help")
       assertEquals(r.status, 0, v.name)
       assert(r.out.startsWith(s"Usage: asyncpipe ${v.name}"), r.out)
+      assertEquals(run("help", v.name).out, r.out)
+
+  test("the FROM TO form has its help after an address, with options first or not, and as 'help FROM'"):
+    for args <- Seq(Seq("-", "--help"), Seq("--frame", "len", "file:x", "--help"), Seq("help", "-"), Seq("help", "FROM")) do
+      val r = run(args*)
+      assertEquals(r.status, 0, args.mkString(" "))
+      assert(r.out.startsWith("Usage: asyncpipe [OPTIONS] FROM [TO]"), s"${args.mkString(" ")}: ${r.out}")
+    assertEquals(run("help", "nope").status, ExitCode.Usage)
+
+  test("every line of every help text fits 80 columns"):
+    val texts = run("--help").out +: Main.verbs.map(_.help)
+    val long = for text <- texts; line <- text.linesIterator if line.length > 80 yield s"${line.length}: $line"
+    assert(long.isEmpty, long.mkString("lines wider than 80 columns:\n", "\n", ""))
 
   test("--help after -- belongs to the command, not to asyncpipe"):
     assert(Usage.asksForHelp(Seq("1s", "--help")))

@@ -130,19 +130,41 @@ object Options:
     val suggestions = if near.nonEmpty then near else names.filter(n => name.length > 2 && n.startsWith(name))
     CliError.UnknownOption(verb, name, synopsis, suggestions)
 
+  /** Whether `token` is an option (`-x`, `--name`), not an operand (`-` alone is one). */
+  def isOption(token: String): Boolean = token.length > 1 && token.startsWith("-")
+
+  /** Rows of two columns for help, the first as wide as its widest cell (at most `maxColumn`),
+    * the second wrapped to 80 columns.
+    */
+  def table(rows: Seq[(String, String)], maxColumn: Int = 36): String =
+    val column = math.min(maxColumn, rows.map(_._1.length).max)
+    val indent = " " * (column + 4)
+    rows.map { (left, right) =>
+      val text = wrap(right, 80 - indent.length)
+      val first = if left.length <= column then s"  ${left.padTo(column, ' ')}  ${text.head}" else s"  $left\n$indent${text.head}"
+      (first +: text.tail.map(indent + _)).mkString("\n")
+    }.mkString("\n")
+
   /** Help lines for `opts`: the forms in a column as wide as the widest (at most `maxColumn`; a
     * longer form has its text on the next line), then the help, wrapped to 80 columns.
     */
   def helpLines(all: Seq[Opt[?]], maxColumn: Int = 28): String =
-    val opts = all.filterNot(_.hidden)
-    val column = math.min(maxColumn, opts.map(_.helpForm.length).max)
-    val indent = " " * (column + 4)
-    opts.map { o =>
-      val text = wrap(o.help, 80 - indent.length)
-      val first = if o.helpForm.length <= column then s"  ${o.helpForm.padTo(column, ' ')}  ${text.head}"
-        else s"  ${o.helpForm}\n$indent${text.head}"
-      (first +: text.tail.map(indent + _)).mkString("\n")
-    }.mkString("\n")
+    table(all.filterNot(_.hidden).map(o => o.helpForm -> o.help), maxColumn)
+
+  /** "Usage: " and the synopsis, each form (`... | asyncpipe ...`) on a line of its own and every
+    * line within 80 columns (a long form goes on, indented, on the next line).
+    */
+  def usage(synopsis: String): String =
+    val forms = synopsis.split(" \\| (?=asyncpipe )").toSeq
+    val lines = forms.zipWithIndex.flatMap { (form, i) =>
+      val lead = if i == 0 then "Usage: " else "       "
+      val wrapped = wrap(form, 80 - 9)
+      (lead + wrapped.head) +: wrapped.tail.map("         " + _)
+    }
+    lines.mkString("\n")
+
+  /** Prose for help: `text`'s words (its line breaks are spaces), in lines of at most 80 columns. */
+  def paragraph(text: String): String = wrap(text.trim.replaceAll("\\s+", " "), 80).mkString("\n")
 
   /** `text` in lines of at most `width` characters, broken at spaces. */
   def wrap(text: String, width: Int): Seq[String] =

@@ -9,6 +9,10 @@ trait Verb:
   def summary: String
   /** Whether this build can run the verb (the rest are listed so users see what is coming). */
   def available: Boolean = true
+  /** Whether the verb table of `--help` lists it (a verb without a name to type does not). */
+  def listed: Boolean = true
+  /** Whether the verb takes a command line that starts with no verb's name (`asyncpipe FROM TO`). */
+  def claims(args: Seq[String]): Boolean = false
   def help: String = s"Usage: $synopsis\n\n$summary\n"
   /** Runs the verb with the arguments after its name (`--help` among them is handled by `Main`);
     * returns the exit status or an error.

@@ -239,6 +239,15 @@ object Address:
   /** The schemes of the kinds written SCHEME:... (all but `-`). */
   def schemes: Set[String] = AddressKinds.all.map(_.scheme).filter(_ != "-").toSet
 
+  /** Whether `token` has the shape of an address (`-`, or SCHEME:...), known kind or not: such a
+    * token is read as an address, and an unknown scheme is reported as one.
+    */
+  def looksLike(token: String): Boolean =
+    token == "-" || {
+      val colon = token.indexOf(':')
+      colon > 0 && token.charAt(0).isLetter && token.substring(0, colon).forall(c => c.isLetterOrDigit || c == '+' || c == '.' || c == '-')
+    }
+
   private def allForms: String = forms.map(_._1).mkString(", ")
 
   /** The address in `token`, or a usage error naming the token, what is wrong and the expected form. */

@@ -38,7 +38,7 @@ import scala.util.{Failure, Success, Try}
 final class Flow(stages: Seq[Flow.Stage], io: Io):
   import Flow.*
 
-  // One StageOptions for reporting: StageCommands gives every stage the same stats flags.
+  // One StageOptions for reporting: Stages gives every stage the same stats flags.
   private val json = stages.head.options.statsJson
   private val tell = Diagnostics(io.err, json)
   private val control = Control(tell)

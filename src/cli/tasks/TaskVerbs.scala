@@ -15,29 +15,27 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
   val summary: String = kind.summary
 
   override def help: String =
-    s"""Usage: $synopsis
+    s"""${Options.usage(synopsis)}
        |
        |${summary.capitalize}.
        |
-       |${description.stripMargin.trim}
+       |${Options.paragraph(description.stripMargin)}
        |
-       |Each run: CMD and ARGS are run as they are, without a shell, in a session of its own
-       |(setsid), with stdin from /dev/null and stderr passed through; its stdout is passed on as
-       |whole lines (so this is a pipeline source). '--' ends asyncpipe's options. A timeout, a stop
-       |and the end of the run reach every process of that session, in whatever process group
-       |(set -m, timeout): nothing is left running but what left the session itself (a daemon).
-       |Durations: a number and a unit, ms, s, m or h (1.5s, 250ms, 2m).
+       |${Options.paragraph("Each run: CMD and ARGS are run as they are, without a shell, in a session of its own (setsid), with stdin from /dev/null and stderr passed through; its stdout is passed on as whole lines (so this is a pipeline source). '--' ends asyncpipe's options. A timeout, a stop and the end of the run reach every process of that session, in whatever process group (set -m, timeout): nothing is left running but what left the session itself (a daemon). Durations: a number and a unit, ms, s, m or h (1.5s, 250ms, 2m).")}
        |
        |Options:
        |${Options.helpLines(kind.opts)}
        |
        |Exit status:
-       |  ${TaskVerb.exitStatus(kind)}
-       |  124      the last run timed out
-       |  126/127  CMD cannot be run / is not found (checked before the first run)
-       |  129      SIGHUP (forwarded to a running CMD's session first, as SIGINT/SIGTERM are)
-       |  130/143  SIGINT/SIGTERM (forwarded to a running CMD's session first)
-       |  141      the reader of stdout went away (noticed while idle too); 2 a usage error
+       |${Options.table(Seq(
+        TaskVerb.exitStatus(kind),
+        "124" -> "the last run timed out",
+        "126/127" -> "CMD cannot be run / is not found (checked before the first run)",
+        "129" -> "SIGHUP (forwarded to a running CMD's session first, as SIGINT/SIGTERM are)",
+        "130/143" -> "SIGINT/SIGTERM (forwarded to a running CMD's session first)",
+        "141" -> "the reader of stdout went away (noticed while idle too)",
+        "2" -> "a usage error"
+      ))}
        |
        |Examples:
        |${examples.map("  " + _).mkString("\n")}
@@ -49,10 +47,10 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
       case Left(error)    => Left(error)
 
 object TaskVerb:
-  private def exitStatus(kind: Kind): String = kind match
-    case Kind.Every  => "0        every run succeeded; else the status of the last failed run"
-    case Kind.Retry  => "0        an attempt succeeded; else the last attempt's status"
-    case Kind.Repeat => "0 or N   the last run's status"
+  private def exitStatus(kind: Kind): (String, String) = kind match
+    case Kind.Every  => "0" -> "every run succeeded; else the status of the last failed run"
+    case Kind.Retry  => "0" -> "an attempt succeeded; else the last attempt's status"
+    case Kind.Repeat => "0 or N" -> "the last run's status"
 
 object TaskVerbs:
   val every: TaskVerb = TaskVerb(
@@ -76,7 +74,7 @@ object TaskVerbs:
       |--max-delay). --retry-on and --stop-on choose which failures are retried; any other failure
       |ends the run at once with its status. --deadline: no attempt starts that could not begin in
       |time.""",
-    Seq("asyncpipe retry --max-attempts 8 --backoff 100ms --factor 2 -- ./flaky-upload.sh",
+    Seq("asyncpipe retry --max-attempts 8 --backoff 100ms --factor 2 -- ./upload.sh",
       "asyncpipe retry --timeout 10s --deadline 2m --stop-on 2 -- ssh host true")
   )
 

@@ -1,0 +1,80 @@
+package asyncpipe.cli.stages
+
+import asyncpipe.cli.command.*
+
+import java.nio.file.Files
+
+/** What the stage verbs (`FROM TO`, `mux`, `run`) share: their plans, the same-file check, and
+  * running the plans as [[Flow.Stage]]s of a [[Flow]].
+  */
+object Stages:
+  /** What one stage reads and writes, before anything is opened. */
+  final case class StagePlan(inputs: Seq[Address], outputs: Seq[Address], options: StageOptions)
+
+  /** Checks that no file is both read and written, then opens and runs the stages. */
+  def run(plans: Seq[StagePlan], io: Io): Either[CliError, Int] =
+    for
+      _ <- sameFileCheck(plans)
+      status <- Flow(reporting(plans).map(toStage(_, io)), io).run()
+    yield status
+
+  /** The statistics options are the command's, wherever in a pipeline they were given: every
+    * stage counts, and the flow reports once.
+    */
+  private def reporting(plans: Seq[StagePlan]): Seq[StagePlan] =
+    val os = plans.map(_.options)
+    def any(f: StageOptions => Boolean) = os.exists(f)
+    plans.map(p => p.copy(options = p.options.copy(stats = any(_.stats), statsJson = any(_.statsJson), progress = any(_.progress))))
+
+  private def toStage(plan: StagePlan, io: Io): Flow.Stage =
+    Flow.Stage(plan.inputs.map(Endpoints.input(_, plan.options)), plan.outputs.map(Endpoints.output(_, plan.options, io.out)), plan.options)
+
+  /** Writing a file truncates (or grows) it before or while it is read: refused, as `cat` refuses
+    * "input file is output file". Files are compared by device and inode, so the standard streams
+    * count (`asyncpipe - file:x < x`, `asyncpipe file:y - >> y`), as do links and other names.
+    */
+  private def sameFileCheck(plans: Seq[StagePlan]): Either[CliError, Unit] =
+    // Loops, not combinators: their closures would be spun at run time on every start (ADR 0008,
+    // "Start-up"), as the AOT cache's training reads no regular file.
+    val reads = SameFile.all(plans, Role.Source)
+    val writes = SameFile.all(plans, Role.Sink)
+    var clash: CliError | Null = null
+    var i = 0
+    while clash == null && i < reads.length do
+      var j = 0
+      while clash == null && j < writes.length do
+        val (r, w) = (reads(i), writes(j))
+        if r.key == w.key then
+          val loop = if w.address.isStandard then "grow it without end while it is read" else "destroy what is being read"
+          clash = CliError.BadToken(None, w.address.render, s"${w.what} is the same file as ${r.what}: writing it would $loop",
+            "a different file for the output")
+        j += 1
+      i += 1
+    if clash == null then Right(()) else Left(clash.nn)
+
+  /** A regular file a stage reads or writes: its device and inode (`key`), and how to name it. */
+  private final case class SameFile(address: Address, key: AnyRef, what: String)
+
+  private object SameFile:
+    /** The regular files that `plans` read (`Role.Source`) or write. */
+    def all(plans: Seq[StagePlan], role: Role): Vector[SameFile] =
+      val found = Vector.newBuilder[SameFile]
+      val stages = plans.iterator
+      while stages.hasNext do
+        val p = stages.next()
+        val addresses = (if role == Role.Source then p.inputs else p.outputs).iterator
+        while addresses.hasNext do
+          val f = of(addresses.next(), role)
+          if f.isDefined then found += f.get
+      found.result()
+
+    /** The file behind `address` in `role`, when it is a regular file that exists. */
+    def of(address: Address, role: Role): Option[SameFile] =
+      val local = address.localFile(role)
+      if local.isEmpty then return None
+      val (path, what) = local.get
+      val attributes =
+        try Files.readAttributes(path, classOf[java.nio.file.attribute.BasicFileAttributes])
+        catch case _: java.io.IOException => null
+      if attributes == null || !attributes.isRegularFile || attributes.fileKey == null then None
+      else Some(SameFile(address, attributes.fileKey, what))
