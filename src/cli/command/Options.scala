@@ -84,11 +84,11 @@ object Options:
     while i < args.length do
       val token = args(i)
       i += 1
-      if onlyOperands || token == "-" || !token.startsWith("-") || token.length == 1 then rest += token
-      else if token == "--" then
+      if !onlyOperands && token == "--" then
         if operands == Operands.UntilDoubleDash then
           return Right(Parsed(values, rest.result(), raws, Some(args.drop(i).toVector)))
         onlyOperands = true
+      else if onlyOperands || !isOption(token) then rest += token
       else
         val at = token.indexOf('=')
         val name = if at < 0 then token else token.substring(0, at)
@@ -130,8 +130,13 @@ object Options:
     val suggestions = if near.nonEmpty then near else names.filter(n => name.length > 2 && n.startsWith(name))
     CliError.UnknownOption(verb, name, synopsis, suggestions)
 
-  /** Whether `token` is an option (`-x`, `--name`), not an operand (`-` alone is one). */
-  def isOption(token: String): Boolean = token.length > 1 && token.startsWith("-")
+  /** Whether `token` is an option (`--name`, `-x`), not an operand: `-` alone is one, and so is a
+    * pipeline text that starts with it (`- | mux | file:x`). `--` itself is neither.
+    */
+  def isOption(token: String): Boolean =
+    if token.startsWith("--") then token.length > 2
+    else token.length >= 2 && token.charAt(0) == '-' && token.charAt(1).isLetter
+
 
   /** Rows of two columns for help, the first as wide as its widest cell (at most `maxColumn`),
     * the second wrapped to 80 columns.

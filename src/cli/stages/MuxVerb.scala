@@ -18,7 +18,7 @@ object MuxVerb extends Verb:
        |Examples:
        |  asyncpipe udp:9000 | asyncpipe mux --out file:copy.log | grep ERROR
        |  asyncpipe mux --in file:a.log --in file:b.log > both.log
-       |  producer | asyncpipe mux --out udp:10.0.0.2:9000 --output-error warn > local.log
+       |  producer | asyncpipe mux --out udp:host:9000 --output-error warn > local.log
        |""".stripMargin
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =

@@ -47,3 +47,9 @@ class OptionsTest extends munit.FunSuite:
     for line <- text.linesIterator do assert(line.length <= 80, s"too long: $line")
     val long = Opt("--x", Reader.text("X"), "word " * 40)
     assert(Options.helpLines(Seq(long)).linesIterator.size > 1)
+
+  test("'-' and a pipeline text that starts with it are operands; '-x' and '--x' are options"):
+    val p = parse("- | mux | file:x", "-").toOption.get
+    assertEquals(p.operands, Vector("- | mux | file:x", "-"))
+    assert(Options.isOption("-v") && Options.isOption("--count") && !Options.isOption("-") && !Options.isOption("- | b"))
+    assert(!Options.isOption("--") && !Options.isOption("-5"))
