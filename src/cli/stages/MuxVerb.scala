@@ -7,6 +7,7 @@ object MuxVerb extends Verb:
   val name = "mux"
   val synopsis = "asyncpipe mux [--in ADDR]... [--out ADDR]... [OPTIONS]"
   val summary = "fan frames in from stdin and --in, out to stdout and --out"
+  override def opts: Seq[Opt[?]] = StageOptions.all(mux = true)
   override def help: String =
     s"""${Options.usage(synopsis)}
        |

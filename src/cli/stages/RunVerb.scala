@@ -9,6 +9,7 @@ object RunVerb extends Verb:
   val name = "run"
   val synopsis = "asyncpipe run [OPTIONS] 'A | STAGE | B' | asyncpipe run [OPTIONS] FILE.pipe"
   val summary = "run a whole pipeline in one JVM, stages joined by channels"
+  override def opts: Seq[Opt[?]] = StageOptions.all(mux = false)
 
   /** Also `asyncpipe [OPTIONS] 'A | STAGE | B'`, without the word `run`. */
   override def claims(args: Seq[String]): Boolean = args match

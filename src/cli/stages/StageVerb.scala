@@ -11,6 +11,7 @@ object StageVerb extends Verb:
   val synopsis = "asyncpipe [OPTIONS] FROM [TO]"
   val summary = "copy frames between two addresses (one: its role from the streams)"
   override def listed: Boolean = false
+  override def opts: Seq[Opt[?]] = StageOptions.all(mux = false)
 
   override def claims(args: Seq[String]): Boolean = args match
     case Seq(head, rest*) if Options.isOption(head) => rest.exists(Address.looksLike)

@@ -13,6 +13,7 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
   val name: String = kind.verb
   val synopsis: String = kind.synopsis
   val summary: String = kind.summary
+  override def opts: Seq[Opt[?]] = kind.opts
 
   override def help: String =
     s"""${Options.usage(synopsis)}
