@@ -680,8 +680,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private[SegmentChannel] def notifyListeners(): Unit =
     val t = standing
     if t != null then
-      // as long as it takes values; the closed failure, which a tap may take too, ends it
-      while offerHead(t) && receivers < closedAt do ()
+      // as long as it takes values and stays attached (untap may come between two offers); the
+      // closed failure, which a tap may take too, ends it
+      while (standing eq t) && offerHead(t) && receivers < closedAt do ()
     if !listeners.isEmpty then
       var progress = true
       while progress do
