@@ -73,7 +73,7 @@ object ChannelSuite extends Suite:
     })
 
   /** Values moved through a fresh channel from `parties` senders to `parties` readers. */
-  private def channel(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.None)(
+  private def channel(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.NotMeasured)(
       make: => Channel[Elem]
   ): Subject =
     Subject(name, fullOps, allocation) { k =>
@@ -89,7 +89,7 @@ object ChannelSuite extends Suite:
     case e                => e.asInstanceOf[A]
 
   /** The same through a fresh JDK queue, with `put` and `take`. */
-  private def queue(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.None)(
+  private def queue(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.NotMeasured)(
       make: => java.util.concurrent.BlockingQueue[Elem]
   ): Subject =
     Subject(name, fullOps, allocation) { k =>

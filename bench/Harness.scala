@@ -77,14 +77,14 @@ final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures
 final case class Figure(name: String, value: Double, unit: String, target: Option[String])
 
 /** Something to measure: `body(ops)` runs `ops` operations (`fullOps` scaled by the plan). */
-final case class Subject(name: String, fullOps: Int, allocation: Allocation = Allocation.None)(val body: Int => Unit)
+final case class Subject(name: String, fullOps: Int, allocation: Allocation = Allocation.NotMeasured)(val body: Int => Unit)
 
 /** Whose allocation a subject's figure counts: none, the calling thread's (the work is done
   * there), or every thread's (the work is done by threads the body starts: virtual threads'
   * own counters read -1, so their carriers are what is counted).
   */
 enum Allocation:
-  case None, CallingThread, AllThreads
+  case NotMeasured, CallingThread, AllThreads
 
 /** Measures bodies that run `ops` operations each call. */
 final class Harness(val plan: Plan, val progress: String => Unit):
@@ -92,7 +92,7 @@ final class Harness(val plan: Plan, val progress: String => Unit):
 
   /** One subject alone: see `measureTogether`. */
   def measure(name: String, fullOps: Int, countAllocation: Boolean = false)(body: Int => Unit): Measurement =
-    measureTogether(Subject(name, fullOps, if countAllocation then Allocation.CallingThread else Allocation.None)(body)).head
+    measureTogether(Subject(name, fullOps, if countAllocation then Allocation.CallingThread else Allocation.NotMeasured)(body)).head
 
   /** Measures subjects that will be compared in turns: every warm-up round and every measured
     * round calls each subject's body once, each round starting one subject later. A shared
@@ -131,7 +131,7 @@ final class Harness(val plan: Plan, val progress: String => Unit):
       val after = count()
       Option.when(before >= 0 && after >= 0)((after - before).toDouble / ops)
     allocation match
-      case Allocation.None          => scala.None
+      case Allocation.NotMeasured          => scala.None
       case Allocation.CallingThread => perOp(() => threadBean.getThreadAllocatedBytes(Thread.currentThread.threadId))
       case Allocation.AllThreads    => perOp(() => threadBean.getTotalThreadAllocatedBytes)
 

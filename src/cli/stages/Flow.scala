@@ -41,7 +41,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
   // One StageOptions for reporting: Stages gives every stage the same stats flags.
   private val json = stages.head.options.statsJson
   private val tell = Diagnostics(io.err, json)
-  private val control = Control(tell)
+  private val control = FlowEnding(tell)
   private val watches = ConcurrentLinkedQueue[ReaderWatch]()
   private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err, tell)
 
@@ -69,7 +69,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
         opened.foreach(close => Try(close()))
         return Left(e.error)
     for s <- live; i <- s.inputs; line <- i.opened do tell.notice(line)
-    Signals.onStop(stop => control.stop(Ending.Signalled(stop)))
+    Signals.onStop(stop => control.stop(StopReason.Signalled(stop)))
     stats.start()
     Async.blocking {
       val last = live.length - 1
@@ -220,12 +220,6 @@ object Flow:
   /** One stage: its own endpoints, and its options (framing, buffer, policies). */
   final case class Stage(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions)
 
-  /** Why the flow stopped early. */
-  enum Ending:
-    case Signalled(stop: Stop)
-    case Failed(error: CliError)
-    case PipeClosed
-
   /** The channel an input's pump sends into: each message is first shared among the `consumers`
     * outputs of the stage (see [[FrameBatch.share]]). A message `trySend` could not place stays
     * shared and is never returned to its pool, which only costs an allocation.
@@ -242,7 +236,7 @@ object Flow:
     * `output` at once, on the sender's thread. After the output fails, or after `halt`, a message
     * is dropped and `send` throws a `CancellationException`, which ends the input's pump.
     */
-  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: Control)
+  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: FlowEnding)
       extends KernelSink:
     // Held while a message is written, so that `halt` waits for a write in progress.
     private val lock = java.util.concurrent.locks.ReentrantLock()
@@ -334,20 +328,20 @@ object Flow:
     def lost(): Boolean = working.decrementAndGet() == 0
 
   /** The shared state of a flow's ending: the stop, errors, and the status they make. */
-  private final class Control(tell: Diagnostics):
+  private final class FlowEnding(tell: Diagnostics):
     val stopped: Promise[Unit] = Promise[Unit]()
-    @volatile private var ending: Option[Ending] = None
+    @volatile private var ending: Option[StopReason] = None
     private val errors = ConcurrentLinkedQueue[CliError]()
     private val failedOutputs = java.util.concurrent.ConcurrentHashMap.newKeySet[Output]()
     @volatile private var warned = false
 
-    def stop(why: Ending): Unit =
+    def stop(why: StopReason): Unit =
       synchronized { if ending.isEmpty then ending = Some(why) }
       stopped.complete(Success(()))
 
     def failed(error: CliError): Unit =
       errors.add(error)
-      stop(Ending.Failed(error))
+      stop(StopReason.Failed(error))
 
     /** Reports how an input's pump ended, if it failed (a cancellation is the flow stopping it). */
     def inputEnded(input: Input, outcome: Try[Unit]): Unit =
@@ -376,7 +370,7 @@ object Flow:
       val error = EndpointFailure(output.name, "write", e)
       val last = group.lost()
       if group.policy == OutputError.Exit || last then
-        if pipe then stop(Ending.PipeClosed) else failed(error)
+        if pipe then stop(StopReason.PipeClosed) else failed(error)
       else if !pipe then warn(error)
 
     /** Reports a failed output under `--output-error warn`: the flow goes on, and ends with 1. */
@@ -390,9 +384,9 @@ object Flow:
       */
     def outcome: Either[CliError, Int] =
       val all = errors.asScala.toList
-      val pipe = ending.contains(Ending.PipeClosed) && all.isEmpty
+      val pipe = ending.contains(StopReason.PipeClosed) && all.isEmpty
       val signal = (if pipe then Signals.receivedWithin(Signals.PipeGraceMillis) else Signals.received)
-        .orElse(ending.collect { case Ending.Signalled(stop) => stop })
+        .orElse(ending.collect { case StopReason.Signalled(stop) => stop })
       signal match
         case Some(stop) =>
           all.foreach(e => tell.error(e.render))
@@ -404,6 +398,6 @@ object Flow:
         case _ if all.nonEmpty =>
           all.tail.foreach(e => tell.error(e.render))
           Left(all.head)
-        case Some(Ending.PipeClosed) => Left(CliError.DownstreamGone)
+        case Some(StopReason.PipeClosed) => Left(CliError.DownstreamGone)
         case _ if warned             => Right(ExitCode.Runtime)
         case _                       => Right(ExitCode.Ok)

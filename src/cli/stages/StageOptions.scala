@@ -6,11 +6,11 @@ import asyncpipe.cli.frames.*
 import scala.concurrent.duration.FiniteDuration
 
 /** What a source does with a frame when the stage after it is not ready (UDP cannot be slowed). */
-enum OnFull(val token: String):
+enum OnFullPolicy(val token: String):
   /** Wait for room: back-pressure (the kernel's socket buffer fills, then it drops). */
-  case Block extends OnFull("block")
+  case Block extends OnFullPolicy("block")
   /** Drop the frame and count it. */
-  case Drop extends OnFull("drop")
+  case Drop extends OnFullPolicy("drop")
 
 /** What a UDP sink does with a frame too large for one datagram (65,507 bytes of payload). */
 enum Oversize(val token: String):
@@ -41,7 +41,7 @@ enum OutputError(val token: String):
 final case class StageOptions(
     frame: Framing = Framing.Lines,
     buffer: Int = 16,
-    onFull: OnFull = OnFull.Block,
+    onFull: OnFullPolicy = OnFullPolicy.Block,
     oversize: Oversize = Oversize.Fail,
     outputError: OutputError = OutputError.Exit,
     count: Option[Long] = None,
@@ -67,7 +67,7 @@ object StageOptions:
     "how frames are laid out on byte streams (default lines)")
   val buffer: Opt[Long] = Opt("--buffer", Reader.wholeNumber(0, 1 << 20),
     "messages in flight between two stages (default 16; 0 = hand over one at a time)")
-  val onFull: Opt[OnFull] = Opt("--on-full", choice(OnFull.values.toSeq)(_.token),
+  val onFull: Opt[OnFullPolicy] = Opt("--on-full", choice(OnFullPolicy.values.toSeq)(_.token),
     "a UDP source whose next stage is busy waits (block, default) or drops and counts")
   val oversize: Opt[Oversize] = Opt("--oversize", choice(Oversize.values.toSeq)(_.token),
     "a frame too large for one datagram fails the stage (default) or is dropped and counted")

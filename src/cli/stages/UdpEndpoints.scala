@@ -61,7 +61,7 @@ final class UdpInput(val address: UdpAddress, options: StageOptions) extends Inp
   override def detached: Boolean = true
   /** After a message that stopped at its limit, whether another datagram waits (one system call). */
   override def atHand: Boolean = stoppedFull && socket.hasWaiting
-  override def dropsWhenFull: Boolean = options.onFull == OnFull.Drop
+  override def dropsWhenFull: Boolean = options.onFull == OnFullPolicy.Drop
 
   /** Each message holds every datagram that was waiting (at most [[UdpInput.MaxBatchFrames]] or
     * about [[UdpInput.MaxBatchBytes]]): a burst costs one hand-over, not one per datagram.
@@ -86,8 +86,8 @@ final class UdpInput(val address: UdpAddress, options: StageOptions) extends Inp
         received += n
         val message = batch.result()
         options.onFull match
-          case OnFull.Block => out.send(message)
-          case OnFull.Drop  => if !out.trySend(message) then counters.dropped += n
+          case OnFullPolicy.Block => out.send(message)
+          case OnFullPolicy.Drop  => if !out.trySend(message) then counters.dropped += n
 
   /** One datagram into the batch, without its trailing terminator (see the class comment). */
   private def add(payload: java.nio.ByteBuffer): Unit =

@@ -21,7 +21,7 @@ import scala.util.Success
   * [[CliError.DownstreamGone]] (exit 141): found by the next write, or while nothing is written
   * (between runs of `every 1h`, a quiet command) by [[watchReader]].
   */
-final class Records(out: OwnedOutput, control: Control):
+final class Records(out: OwnedOutput, control: RunControl):
   private val lock = ReentrantLock()
   private val writer = FrameWriter(Framing.Lines, out)
   /** Batches written so far: what [[ReaderWatch]] looks at to tell that the output is idle. */
@@ -41,7 +41,7 @@ final class Records(out: OwnedOutput, control: Control):
   private final class Written extends (() => Long):
     def apply(): Long = written
   private final class Gone extends (() => Unit):
-    def apply(): Unit = control.halt(Halt.Failed(CliError.DownstreamGone))
+    def apply(): Unit = control.halt(StopReason.PipeClosed)
 
   /** Copies `in` (a command's stdout) to the output on a thread of its own until its end; the
     * future completes then. Reads are chunks of what the command wrote, passed on at once (no
@@ -73,7 +73,7 @@ final class Records(out: OwnedOutput, control: Control):
   private def copy(in: InputStream, command: String): Unit =
     val decoder = BatchDecoder(Framing.Lines)
     val buffer = new Array[Byte](64 * 1024)
-    def failed(error: CliError) = control.halt(Halt.Failed(error))
+    def failed(error: CliError) = control.halt(StopReason.Failed(error))
     try
       var n = in.read(buffer)
       while n >= 0 do

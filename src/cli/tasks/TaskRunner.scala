@@ -9,35 +9,26 @@ import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
 import java.util.concurrent.atomic.AtomicReference
 import scala.util.{Failure, Random, Success, Try}
 
-/** Why a task run ended before its schedule did; the first reason wins. */
-enum Halt:
-  /** SIGINT, SIGTERM or SIGHUP: forwarded to the running commands; the status is 130, 143 or 129. */
-  case Signalled(stop: Stop)
-  /** An error of asyncpipe's own (the reader of its stdout gone, a command that cannot start). */
-  case Failed(error: CliError)
-
-  /** The signal the running commands' sessions get. */
-  def signal: String = this match
-    case Signalled(stop) => stop.signalName
-    case Failed(_)       => "TERM"
-
-/** The one place a run is stopped from outside the schedule: records the first [[Halt]], forwards
-  * its signal to every running command's session and cancels what runs the schedule.
+/** The one place a run is stopped from outside the schedule: records the first [[StopReason]],
+  * forwards its signal (SIGTERM for an error) to every running command's session and cancels what
+  * runs the schedule.
   */
-final class Control(live: LiveGroups):
-  private val reason = AtomicReference[Halt | Null](null)
+final class RunControl(live: LiveGroups):
+  private val reason = AtomicReference[StopReason | Null](null)
   private val watched = ConcurrentLinkedQueue[Cancellable]()
 
-  def halted: Option[Halt] = Option(reason.get)
+  def halted: Option[StopReason] = Option(reason.get)
 
   /** Cancels `c` on a halt (at once if one came already). */
   def watch(c: Cancellable): Unit =
     watched.add(c)
     if reason.get != null then c.cancel()
 
-  def halt(h: Halt): Unit =
+  def halt(h: StopReason): Unit =
     if reason.compareAndSet(null, h) then
-      live.stop(h.signal)
+      live.stop(h match
+        case StopReason.Signalled(stop) => stop.signalName
+        case _                          => "TERM")
       watched.forEach(_.cancel())
 
 /** An attempt that the schedule is told failed: `retry` and `repeat --until-success` go on,
@@ -97,7 +88,7 @@ object AttemptLog:
     s"$noun $n not started: it would begin after the deadline (in ${Durations.renderMillis(pause.millis)})"
 
 /** Runs a task verb's schedule with real commands: [[TaskSchedule]] decides when, [[Attempt]] runs
-  * each, [[Records]] passes their output on, and [[Signals]] and [[Control]] stop it all.
+  * each, [[Records]] passes their output on, and [[Signals]] and [[RunControl]] stop it all.
   */
 final class TaskRunner(options: TaskOptions, io: Io):
   import options.*
@@ -137,12 +128,12 @@ final class TaskRunner(options: TaskOptions, io: Io):
 
   private def execute(tools: GroupTools): Either[CliError, Int] =
     val live = LiveGroups()
-    val control = Control(live)
+    val control = RunControl(live)
     val tally = RunTally()
     val records = Records(io.out, control)
     val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, records, live)
     Signals.onStop(
-      stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(Halt.Signalled(stop)) },
+      stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(StopReason.Signalled(stop)) },
       status => { live.killAll(); Signals.endNow(status) }
     )
     val watch = records.watchReader() // a thread that sleeps until the output is idle
@@ -151,11 +142,12 @@ final class TaskRunner(options: TaskOptions, io: Io):
       finally if watch != null then watch.stop()
     // A signal decides the status, also when the pipe closed first (one signal to a pipeline
     // stops the reader too); it is the first signal's ([[Signals.received]]).
-    val pipe = control.halted.contains(Halt.Failed(CliError.DownstreamGone))
+    val pipe = control.halted.contains(StopReason.PipeClosed)
     val signal = if pipe then Signals.receivedWithin(Signals.PipeGraceMillis) else Signals.received
-    signal.map(Halt.Signalled(_)).orElse(control.halted) match
-      case Some(Halt.Signalled(stop)) => Right(stop.exitCode)
-      case Some(Halt.Failed(error))   => Left(error)
+    signal.map(StopReason.Signalled(_)).orElse(control.halted) match
+      case Some(StopReason.Signalled(stop)) => Right(stop.exitCode)
+      case Some(StopReason.Failed(error))   => Left(error)
+      case Some(StopReason.PipeClosed)      => Left(CliError.DownstreamGone)
       case None =>
         result match
           case Success(_) | Failure(_: Unsuccessful) =>
@@ -170,7 +162,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
   /** The execution's scope: runs the schedule in a future of its own (which a halt cancels with
     * the scope), then waits for it and for any runs still going alongside.
     */
-  private final class Execution(attempt: Attempt, control: Control, tally: RunTally) extends (Async => Try[Unit]):
+  private final class Execution(attempt: Attempt, control: RunControl, tally: RunTally) extends (Async => Try[Unit]):
     def apply(scope: Async): Try[Unit] =
       given Async = scope
       control.watch(scope.group)
@@ -187,7 +179,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
     * is told of each (a failure is thrown). `scope`: the execution's, where `--overlap allow`
     * starts its runs.
     */
-  private final class Runs(attempt: Attempt, control: Control, tally: RunTally, scope: Async)
+  private final class Runs(attempt: Attempt, control: RunControl, tally: RunTally, scope: Async)
       extends ScheduleObserver, (Async => Unit):
     private var count = 0L
     private var pause: Option[Pause] = None
@@ -224,7 +216,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
         catch
           case e: IOException =>
             FdReserve.release(e)
-            control.halt(Halt.Failed(CliError.Runtime(verb, s"cannot start ${command.head}: ${e.getMessage}")))
+            control.halt(StopReason.Failed(CliError.Runtime(verb, s"cannot start ${command.head}: ${e.getMessage}")))
             throw CancellationException("halted")
       tally.ended(exit)
       log(s"${AttemptLog.started(noun, n, pause)}: ${AttemptLog.ended(exit, timeoutMillis)}")
