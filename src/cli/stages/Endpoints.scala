@@ -174,7 +174,7 @@ final class StreamInput(val address: Address, path: Option[Path], follow: Boolea
     val ch = channel.nn
     var done = false
     // A kernel copy takes over once the stream has passed `KernelCopy.After` bytes.
-    // (Nothing of it is looked at before then: not even the classes are loaded.)
+    // (Nothing of it is looked at before then but the threshold, KernelCopy.After.)
     var kernel = out match
       case sink: KernelSink if framing != Framing.Len && !countFrames => sink
       case _                                                        => null

@@ -19,15 +19,16 @@ import scala.util.{Failure, Success, Try}
   * of a stage (an endpoint, or the channel from the stage before) is a channel of `--buffer`
   * messages that ends with one [[Message.End]]. A stage with one input and one output reads that
   * channel directly, or, when the input reads on a thread of its own (a stream, a UDP socket),
-  * that thread writes each message itself (a direct copy, no channel: ADR 0013); any other is a
+  * that thread writes each message itself (a direct copy, no channel: ADR 0009); any other is a
   * [[ChannelMultiplexer]]: every output receives every message, in order per input, each output
   * from its own queue (so one slow output delays the others only once its queue is full). An
   * output has finished when it has seen the End of every input of its stage; then it flushes and
   * closes (or passes one End on to the next stage).
   *
   * ==Ending== (exit status, first that applies)
-  *   - A signal (SIGINT/SIGTERM): inputs stop at once (what they had sent is still delivered),
-  *     outputs flush whole frames and close; 130/143. A second signal exits at once.
+  *   - A signal (SIGINT/SIGTERM/SIGHUP): inputs stop at once (what they had sent is still
+  *     delivered), outputs flush whole frames and close; 130/143/129. A second signal ends the
+  *     process once the writes in progress are done, never inside a frame (ADR 0021).
   *   - A failed input or output (a missing file, a framing error, a full disk): it is reported
   *     with its address and reason, the inputs stop, the rest is flushed; 1.
   *   - The reader of stdout went away: the inputs stop quietly; 141.

@@ -29,7 +29,7 @@ trait KernelSink extends SendableChannel[FrameBatch]:
 
 /** Copies a stream input to its stage's one output inside the kernel, the bytes never entering
   * the JVM: `splice(2)` from a pipe ([[Splice]]), `sendfile(2)` from a regular file (what the
-  * JDK's `FileChannel.transferTo` makes into a pipe). ADR 0014.
+  * JDK's `FileChannel.transferTo` makes into a pipe). ADR 0009.
   *
   * A stage passes whole frames: a stop must not leave half a line in the output, and a frame
   * over the limit must fail. So each move ends at a frame boundary. The copy looks at the input

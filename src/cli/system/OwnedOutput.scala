@@ -119,7 +119,7 @@ final class OwnedOutput(
 
   /** Runs `body` after writing out everything buffered, holding the output as a write does, so
     * that [[OwnedOutput.quiesceAll]] waits for it: for a kernel copy into this output's
-    * descriptor, which must move whole frames (ADR 0014).
+    * descriptor, which must move whole frames (ADR 0009).
     */
   def exclusively[T](body: => T): T =
     lock.lock()

@@ -192,7 +192,7 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
   // -----------------------------------------------------------------------------------------------
   // mux: fan-out and per-source order
 
-  // Past KernelCopy.After (4 MiB) a stage moves a stream inside the kernel (ADR 0014): splice from
+  // Past KernelCopy.After (4 MiB) a stage moves a stream inside the kernel (ADR 0009): splice from
   // a pipe, sendfile from a file, into a pipe; the sink writes its file the usual way.
   for frame <- Seq("lines", "nul", "raw") do
     e2e.test(s"--frame $frame: 12 MB through three processes (moved in the kernel after 4 MiB, frames over 64 KiB and 1 MiB among them) byte for byte"): env =>
