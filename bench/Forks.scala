@@ -7,10 +7,8 @@ import java.nio.file.Files
   *
   * Why: some figures depend on choices a JVM makes once and keeps for its life (how C2 compiled
   * a hot loop, where the scheduler placed the carrier threads), so two runs of one suite could
-  * differ more than the iterations inside either. Measured (`asyncpipe bench channels`, six runs
-  * of one build): single runs gave SyncChannel/SynchronousQueue 0.69-0.86x and 4 to 4 1.06-1.25x,
-  * each run's seven iterations keeping to its own level, while the medians of three iterations
-  * from each of three runs differed by 5 % (SyncChannel) and 4 % (buffered(100)). See doc/adr/0017.
+  * differ more than the iterations inside either, each run's iterations keeping to its own level;
+  * pooled over fresh JVMs, the medians agree (figures: doc/adr/0017).
   *
   * How: the parent starts `asyncpipe bench SUITE` once per fork with the JVM options it runs
   * with itself, hidden options carrying the per-fork plan ([[Plan.perFork]]) and a file for the

@@ -75,7 +75,7 @@ object UdpSuite extends Suite:
 
   /** One warm-up round at most: a round sends `count` datagrams to each loop, far past the JIT's
     * thresholds, and takes about 8 s at 1,000,000; the first measured round after one warm-up
-    * round was in line with the later ones in the five full runs looked at in stop 25.
+    * round was in line with the later ones in the five full runs looked at when this was decided.
     */
   private val WarmupRounds = 1
   /** Five measured rounds at most (the full plan has seven): each is about 8 s, and this was the

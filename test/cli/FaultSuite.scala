@@ -16,7 +16,7 @@ import scala.concurrent.duration.{Duration, FiniteDuration}
 import scala.jdk.CollectionConverters.*
 import scala.util.{Random, Try}
 
-/** Issue 35, "Tests": signals at random moments over many runs, each checked exactly.
+/** Signals at random moments over many runs, each checked exactly.
   *
   * Every run draws, from a seed of its own, a stage form, a framing, inputs, a reader (or a feeder
   * of stdin), a fault and its moment; runs the built tool as real processes (see [[Launch]]) on

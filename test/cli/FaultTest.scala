@@ -11,7 +11,7 @@ import java.util.concurrent.TimeUnit
 import scala.concurrent.duration.{Duration, FiniteDuration}
 import scala.jdk.CollectionConverters.*
 
-/** Issue 35, "nothing lost under faults": each way adversarial testing found to lose or corrupt
+/** Nothing lost under faults: each way adversarial testing found to lose or corrupt
   * data, end to end with real processes, real signals, a real small file system (tmpfs where this
   * machine lets the tests mount one, else a file-size limit) and real pipes. What a stage writes
   * must end on a whole frame and be a prefix of what it read; its exit status the documented one.

@@ -52,7 +52,7 @@ class InstallTest extends munit.FunSuite:
       * `asyncpipe ARGS` made at run time rather than took from the AOT cache
       * (tools/ArchivableLambdas.java, README "Start-up"): each costs a cold JVM ~1 ms. The JDK's
       * own are left out: whether the cache keeps those can vary from one training run to the next
-      * (once, in a CI run of stop 22, `jdk.internal.foreign.MemorySessionImpl`'s static lambda was
+      * (once, in a CI run, `jdk.internal.foreign.MemorySessionImpl`'s static lambda was
       * made at run time; the same jar and training kept it in the other installs), and the build
       * cannot change that.
       */
@@ -75,7 +75,7 @@ class InstallTest extends munit.FunSuite:
       for args <- Seq(Seq("-", "-"), Seq("mux"), Seq("run", "- | mux | -"), Seq(s"file:$small", "-"), Seq(s"file:$small")) do
         val spun = spunLambdas(args*)
         assert(spun.isEmpty, s"asyncpipe ${args.mkString(" ")} spun ${spun.size} lambdas at run time:\n${spun.mkString("\n")}")
-      // Issue 35: out of file descriptors, the installed launcher (whose classes come from the AOT
+      // Out of file descriptors, the installed launcher (whose classes come from the AOT
       // cache, the jar opened only for others) reported a NoClassDefFoundError, not the reason.
       val inputs = (1 to 80).map { i => val f = tmp / s"in$i"; os.write(f, s"$i\n"); s"--in file:$f" }.mkString(" ")
       val starved = os.proc("bash", "-c", s"ulimit -n 40; exec $launcher mux $inputs").call(stdin = "", stderr = os.Pipe, check = false)

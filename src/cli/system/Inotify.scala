@@ -13,12 +13,8 @@ import java.nio.file.Path
   * follower that must see writes watches its directory for writes to every file in it, and wakes
   * for each (a busy neighbour, its own output file beside the log); and it hands every event over
   * from a thread of its own. Here, as in GNU `tail -F`, the directory is watched for names and the
-  * file in hand for writes. Measured on the 2-core machine, shared: beside a file written 18,000
-  * times a second, a follower through a `WatchService` used 0.28-0.30 s of CPU in 5 s, this one
-  * 0.08 s, tail 0.00 s. The time to open a file created every 10 ms did not tell them apart
-  * (medians, cold JVM: 0.4-0.8 ms through the `WatchService`, 0.6-0.95 ms here, tail 0.07-0.24
-  * ms; over the last 200 of 600 files: 0.24-0.44 ms, 0.24-0.33 ms, tail 0.12-0.15 ms; at load
-  * averages of 6 to 25).
+  * file in hand for writes: beside a busy file, a follower through a `WatchService` used several
+  * times the CPU of this one, and both open a new file as soon (figures: ADR 0020).
   *
   * One instance: `watch` and `unwatch` from any thread; `await` from one thread only, which also
   * calls `close` once it is done with `await`.

@@ -17,13 +17,11 @@ import java.lang.invoke.MethodHandle
   * already hold pipe-user-pages-soft pages no more; on any refusal, on a descriptor that is not a
   * pipe, or in a JVM without native access, the pipe stays as it was and nothing is reported.
   *
-  * When: once the stream carries its first bytes ([[Growth]]), on a thread of its own. The
-  * first foreign call costs a cold JVM 20-40 ms of CPU (the JDK generates its downcall code):
-  * made on the stage's own thread at start-up (as before), `asyncpipe - -` took 135 ms to pass
-  * a line, 126 ms now; deferred until 256 KiB or 4 MiB had passed, a 512 MB three-stage copy
-  * took 5-10 % longer (the growing then competes with the copy on 2 cores), while made at once
-  * beside it, the copy took 0.98-1.04 s against 0.99-1.16 s. A stream that never carries
-  * anything never pays.
+  * When: once the stream carries its first bytes ([[Growth]]), on a thread of its own: the first
+  * foreign call costs a cold JVM tens of milliseconds of CPU (the JDK generates its downcall
+  * code), which would delay a stage's first line on its own thread, and compete with a large
+  * copy if made later. A stream that never carries anything never pays (figures: ADR 0009, end
+  * of its History).
   */
 object PipeSize:
   /** The size asked for: the default pipe-max-size, which any user may ask for. */

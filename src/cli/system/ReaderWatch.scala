@@ -20,8 +20,7 @@ import java.nio.file.{Files, Path}
   * When: only once the output has written nothing for `idleMillis` ([[IdleMillis]] for a stage;
   * the task verbs, whose commands are mostly quiet, wait longer: [[TaskIdleMillis]]). A busy
   * output finds out by its next write anyway, and the first foreign call costs a cold JVM tens of
-  * milliseconds of CPU (see [[PipeSize]]; about 85 ms measured for a task verb on a loaded
-  * 2-core machine): a short or busy stage never pays it. Until then the thread only sleeps.
+  * milliseconds of CPU (see [[PipeSize]]): a short or busy stage never pays it. Until then the thread only sleeps.
   * Only pipes, FIFOs and sockets are watched; a regular file or a terminal never is.
   */
 final class ReaderWatch private (fd: Int, written: () => Long, idleMillis: Long, onGone: () => Unit):

@@ -88,8 +88,7 @@ object Attempt:
 
   /** Whether `f` completes within about [[SoonMicros]], looked for between yields of this thread.
     * For a wait that mostly ends at once: a timer (with the race it takes part in) costs a cold
-    * JVM some milliseconds at its first use, measured as 2-7 ms between the end of a command's
-    * output and the end of `retry --max-attempts 1 -- true` in half of the runs.
+    * JVM some milliseconds at its first use, which a run that ends at once should not pay.
     */
   private def soon(f: Future[?]): Boolean =
     val end = System.nanoTime() + SoonMicros * 1000

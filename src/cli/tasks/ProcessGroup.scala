@@ -61,7 +61,7 @@ object GroupTools:
   *
   * Why: the JDK finds that logger (private field `ProcessBuilder.LOGGER`) on the first start, and
   * the JVM's first system logger looks for a logging back end: a service lookup that opens the
-  * 5,800-entry assembly jar (8-10 ms of a cold JVM) and then sets up java.util.logging (2-6 ms).
+  * several-thousand-entry assembly jar and then sets up java.util.logging (ADR 0008, "Start-up").
   * `start` returns only after that, so it was the longest part of `retry -- true` (the command
   * itself runs meanwhile). By default that logger logs nothing at the levels the start asks for
   * (java.util.logging's root level is INFO, the start logs at DEBUG): the silent one gives the

@@ -16,7 +16,7 @@ import scala.concurrent.duration.{Duration, FiniteDuration}
 import scala.jdk.CollectionConverters.*
 import scala.util.Random
 
-/** `file:PATH,follow` end to end (issue 35, item 6): the built tool follows a file that the test,
+/** `file:PATH,follow` end to end: the built tool follows a file that the test,
   * as its writer, rotates (renames away and replaces), truncates and regrows, or creates late,
   * and every line must come out exactly once, in order, whole. The follower is stopped with
   * SIGTERM once the output holds what was written (a bounded poll of the output, no fixed sleep);

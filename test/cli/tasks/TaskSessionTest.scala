@@ -14,7 +14,7 @@ import scala.concurrent.duration.{Duration, FiniteDuration}
 import scala.util.{Random, Try}
 import munit.Location
 
-/** Issue 35, the task verbs' items: nothing a run started is left running, whatever process group
+/** The task verbs and process trees: nothing a run started is left running, whatever process group
   * it moved to in the run's session (`set -m`, `timeout`), under `--timeout`, at the end of the
   * run, and under a forwarded SIGINT, SIGTERM or SIGHUP; and an idle task verb whose reader left
   * ends (141) and stops what it runs.
