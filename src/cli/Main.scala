@@ -39,9 +39,7 @@ object Main:
     System.err.flush()
     status
 
-  /** `args` as a List, by a loop: `args.toSeq` and the ArraySeq it makes initialize ArrayOps, which
-    * spins a lambda (doc/adr/0008-task-runner.md, "Start-up").
-    */
+  /** `args` as a List. */
   private def listOf(args: Array[String]): List[String] =
     var list: List[String] = Nil
     var i = args.length - 1
@@ -50,7 +48,7 @@ object Main:
       i -= 1
     list
 
-  /** Whether verb `name` runs commands: the task verbs. A loop over the kinds (no closure). */
+  /** Whether verb `name` runs commands: the task verbs. */
   private def startsCommands(name: String): Boolean =
     val kinds = TaskOptions.Kind.values
     var i = 0
@@ -61,7 +59,7 @@ object Main:
   def run(args: Seq[String], io: Io): Int =
     val outcome =
       try
-        dispatch(args, io) match // not flatMap: no closure at the end of every command
+        dispatch(args, io) match
           case Right(status) => { finalFlush(io, status); Right(status) }
           case failed        => failed
       catch
@@ -108,7 +106,7 @@ object Main:
             Left(CliError.UnknownOption(None, head, "asyncpipe --help | asyncpipe --version | " + Usage.topSynopsis))
           case None => Left(CliError.UnknownVerb(head, CliError.suggest(head, verbs.filter(_.listed).map(_.name))))
 
-  /** The verb typed by `name` (not one without a name to type). A loop: no closure per lookup. */
+  /** The verb typed by `name` (not one without a name to type). */
   private def verbNamed(name: String): Option[Verb] =
     val it = verbs.iterator
     while it.hasNext do

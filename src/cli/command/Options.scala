@@ -115,7 +115,7 @@ object Options:
                     raws = raws.updated(opt, raws.getOrElse(opt, Vector.empty) :+ v)
     Right(Parsed(values, rest.result(), raws, None))
 
-  /** The option `name` (long or short) names, if any. A loop: no closure per token. */
+  /** The option `name` (long or short) names, if any. */
   private def named(opts: Seq[Opt[?]], name: String): Option[Opt[?]] =
     val it = opts.iterator
     while it.hasNext do

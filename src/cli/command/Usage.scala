@@ -1,15 +1,13 @@
 package asyncpipe.cli.command
 
-/** The forms of the command line, and the tokens that ask for help or for the version. Not in [[Help]], whose tables a verb's start-up
-  * has no use for (they are built with closures, each spun at run time: doc/adr/0008-task-runner.md,
-  * "Start-up").
+/** The forms of the command line, and the tokens that ask for help or for the version (the help
+  * texts themselves are the verbs' and [[asyncpipe.cli.Help]]'s).
   */
 object Usage:
   /** The command line's forms, for usage errors that concern no one verb. */
   val topSynopsis: String = "asyncpipe FROM [TO] | asyncpipe 'A | STAGE | B' | asyncpipe VERB [OPTIONS] [ARGS]"
 
-  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command). A
-    * loop, for the same reason.
+  /** True when `args` ask for help before any `--` (after it, the tokens belong to a command).
     */
   def asksForHelp(args: Seq[String]): Boolean =
     val it = args.iterator

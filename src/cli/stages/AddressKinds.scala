@@ -12,7 +12,7 @@ object AddressKinds:
     NullKind
   )
 
-  /** The kind of `scheme` (`-` for the standard streams). A loop: no closure per lookup. */
+  /** The kind of `scheme` (`-` for the standard streams). */
   def named(scheme: String): Option[AddressKind] =
     val it = all.iterator
     while it.hasNext do

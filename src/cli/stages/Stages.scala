@@ -34,8 +34,6 @@ object Stages:
     * count (`asyncpipe - file:x < x`, `asyncpipe file:y - >> y`), as do links and other names.
     */
   private def sameFileCheck(plans: Seq[StagePlan]): Either[CliError, Unit] =
-    // Loops, not combinators: their closures would be spun at run time on every start (ADR 0008,
-    // "Start-up"), as the AOT cache's training reads no regular file.
     val reads = SameFile.all(plans, Role.Source)
     val writes = SameFile.all(plans, Role.Sink)
     var clash: CliError | Null = null

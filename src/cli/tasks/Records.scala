@@ -37,7 +37,6 @@ final class Records(out: OwnedOutput, control: RunControl):
     val fd = out.descriptor
     if fd < 0 then null else ReaderWatch.start(fd, Written(), ReaderWatch.TaskIdleMillis)(Gone())
 
-  // Classes, not lambdas, as [[write]] below.
   private final class Written extends (() => Long):
     def apply(): Long = written
   private final class Gone extends (() => Unit):
@@ -57,9 +56,7 @@ final class Records(out: OwnedOutput, control: RunControl):
     }
     done.future
 
-  /** Writes one batch of whole lines out, in one piece. A class, not a lambda: the JDK AOT cache
-    * holds no Scala function lambda (doc/adr/0008-task-runner.md, "Start-up").
-    */
+  /** Writes one batch of whole lines out, in one piece. */
   private val write: FrameBatch => Unit = new (FrameBatch => Unit):
     def apply(batch: FrameBatch): Unit =
       lock.lock()

@@ -6,8 +6,7 @@ import TaskOptions.Kind
 
 /** `asyncpipe every`, `retry` and `repeat`: the task runner (design sections 3 and 4; decisions in
   * doc/adr/0008-task-runner.md). Options are read by [[TaskOptions]], runs made by [[TaskRunner]].
-  * `description`: '|'-margined text, stripped only when the help is shown (`stripMargin` spins a
-  * lambda, and every task verb's command line builds the verbs: ADR 0008, "Start-up").
+  * `description`: '|'-margined text, stripped and wrapped when the help is shown.
   */
 final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) extends Verb:
   val name: String = kind.verb
@@ -43,7 +42,7 @@ final class TaskVerb(kind: Kind, description: String, examples: Seq[String]) ext
        |""".stripMargin
 
   def run(args: Seq[String], io: Io): Either[CliError, Int] =
-    TaskOptions.parse(kind, args) match // not flatMap: no closure on the start-up path (ADR 0008)
+    TaskOptions.parse(kind, args) match
       case Right(options) => TaskRunner(options, io).run()
       case Left(error)    => Left(error)
 
