@@ -38,8 +38,9 @@ final class Attempt(
   /** Runs the command to its end; an IOException if it cannot be started. */
   def run()(using Async): Exit =
     val started = System.nanoTime()
-    val group = ProcessGroup.start(command, tools)
-    live.add(group)
+    val group = live.start(() => ProcessGroup.start(command, tools)) match
+      case Some(g) => g
+      case None    => throw CancellationException("the process is halting: no command is started")
     try
       val pumped = records.pump(group.stdout, command.head)
       var signalledAt = 0L // when SIGTERM (ours) or a forwarded stop signal went to the group; 0: none

@@ -388,6 +388,21 @@ private object ProcFile:
 final class LiveGroups:
   private val groups = ConcurrentHashMap.newKeySet[ProcessGroup]()
   @volatile private var stopSignal: String | Null = null
+  // Held while a command is started and added, and by killAll while it takes its list: a command
+  // is either in the list killAll kills, or never started (a halt came between start and add).
+  private val starting = java.util.concurrent.locks.ReentrantLock()
+  @volatile private var halting = false
+
+  /** Starts a command with `start` and adds it, unless a halt ([[killAll]]) began: then None. */
+  def start(start: () => ProcessGroup): Option[ProcessGroup] =
+    starting.lock()
+    try
+      if halting then None
+      else
+        val g = start()
+        add(g)
+        Some(g)
+    finally starting.unlock()
 
   def add(g: ProcessGroup): Unit =
     groups.add(g)
@@ -407,7 +422,10 @@ final class LiveGroups:
     * wait, on the thread of the signal that asks for it.
     */
   def killAll(): Unit =
-    val all = groups.toArray(new Array[ProcessGroup](0))
+    // A start in progress ends (and joins the list) first; bounded, as a halt must not hang.
+    val locked = starting.tryLock(LiveGroups.KillAllMillis, java.util.concurrent.TimeUnit.MILLISECONDS)
+    halting = true
+    val all = try groups.toArray(new Array[ProcessGroup](0)) finally if locked then starting.unlock()
     var i = 0
     while i < all.length do
       all(i).signal("KILL")
