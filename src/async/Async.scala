@@ -94,7 +94,7 @@ object Async:
     * (by the waiting thread when interrupted, or by its future's `cancel()`, with the same
     * compare-and-set from 0 that an offer uses: whichever comes first decides).
     */
-  private final class Waiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger(0) with Listener[T] with CancellableWait:
+  private final class Awaiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger(0) with Listener[T] with CancellableWait:
     var value: T = null.asInstanceOf[T]
     def apply(v: T): Boolean =
       if compareAndSet(0, 1) then
@@ -118,7 +118,7 @@ object Async:
     src match // a completed future (an IO operation that did not wait, say): no waiter to make
       case done: OneShot[?] if done.hasValue => return done.valueNow.asInstanceOf[T]
       case _                                 => ()
-    val waiter = Waiter[T](Thread.currentThread, async.runtime)
+    val waiter = Awaiter[T](Thread.currentThread, async.runtime)
     var heldInterrupt = false // an interrupt that came inside `uninterruptible`: restored on return
     if !src.poll(waiter) then
       // nothing ready: wait, registered with our future, whose cancel then decides the wait

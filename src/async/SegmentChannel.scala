@@ -2,8 +2,6 @@ package asyncpipe.async
 
 import java.lang.invoke.{MethodHandles, VarHandle}
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
-import java.util.concurrent.atomic.{AtomicInteger, AtomicReferenceArray}
-import java.util.concurrent.locks.LockSupport
 import scala.util.{Failure, Success, Try}
 
 /* =================================================================================================
@@ -29,7 +27,7 @@ import scala.util.{Failure, Success, Try}
  *     Unlike the paper, an FAA reader that finds its sender in flight (S > r, cell empty) waits
  *     for it a little before poisoning the cell. Rendezvous: a blocking sender deposits its value
  *     first and then waits for a reader to take it; a reader that comes first spins on a mark
- *     (SPINNING_READER) that a sender swaps for its value before it returns (doc/adr/0019). The
+ *     (SPINNING_READER) that a sender swaps for its value before it returns (doc/adr/0011). The
  *     rendezvous sender deposits with an unconditional swap, and puts back a reader's state it
  *     displaced (a parked, cancelled or poisoning reader; `displaced`).
  *  2. Values are stored in the cells themselves (a buffered cell *is* its value; a sender's value
@@ -39,7 +37,7 @@ import scala.util.{Failure, Success, Try}
  *     (`RunnableFuture.beginWait`), and the future's `cancel()` wins its word (null to
  *     INTERRUPTED, the CAS a resumer would make) before it interrupts the thread, so no partner
  *     completes the wait once the cancel has returned; a rendezvous reader in a future spins on
- *     a mark of its own ([[SegmentChannel.SpinMark]]), whose cell the cancel claims. An interrupt
+ *     a mark of its own ([[SpinMark]]), whose cell the cancel claims. An interrupt
  *     alone is noticed by the waiter when it wakes, and it CASes its own word. The cell of a
  *     cancelled waiter is settled (INTERRUPTED_SEND / _RECEIVE, counted once) by its thread or by
  *     the partner that finds it cancelled while holding the cell, whichever comes first
@@ -69,7 +67,7 @@ import scala.util.{Failure, Success, Try}
  *     channels only) and cells not interrupted; at zero the segment is unlinked, so cancelled
  *     waiters leave memory flat. After a successful operation a segment forgets its `prev`, and
  *     the channel holds no segment but the three references: segments behind them are garbage.
- *  8. `null` is a legal value: it is stored as the marker NullValue.
+ *  8. `null` is a legal value: it is stored as NullValue, which the cells hold as any value.
  *  9. A channel may have one tap (`tap`), a standing listener offered the head like the listeners
  *     of 5 but never removed by taking a value; and a send that finds a tapped channel empty
  *     (S == R) offers its value to the tap before it takes an index (`forward`), so the cells
@@ -77,6 +75,8 @@ import scala.util.{Failure, Success, Try}
  * ============================================================================================== */
 private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   import SegmentChannel.*
+  import CellState.*
+  import Segment.findSegment
 
   require(capacity >= Unbounded, s"capacity must be -1 (unbounded), 0 (rendezvous) or positive, got $capacity")
 
@@ -86,9 +86,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   // The rendezvous spin budget (see "Spinning" in the object). Spinning pays when the partner
   // runs on another carrier and is a step behind; it is pure loss when the partner waits for
   // this very carrier (one core, a busy machine, or both virtual threads scheduled on one
-  // carrier: with a fixed budget of 256 spins such a channel fell from 4 M to 0.13 M ops/s on
-  // one carrier). So the budget halves on every spin that ran out and grows back on spins that
-  // paid off. Plain fields: a racy update only nudges the budget.
+  // carrier), where a fixed budget made the channel many times slower (doc/adr/0011). So the
+  // budget halves on every spin that ran out and grows back on spins that paid off. Plain
+  // fields: a racy update only nudges the budget.
   private var spinBudgetNow: Int = SpinMax
   private var waitsWithoutSpin: Int = 0
 
@@ -96,16 +96,16 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private[async] def setSpinBudget(n: Int): Unit = spinBudgetNow = n
 
   /** How many spins a rendezvous wait may make now. */
-  private[SegmentChannel] def spinBudget(): Int =
+  private[async] def spinBudget(): Int =
     val b = spinBudgetNow
     if b > 0 then b
     else
       waitsWithoutSpin += 1
       if waitsWithoutSpin % ProbeEvery == 0 then SpinProbe else 0
-  private[SegmentChannel] def spinPaidOff(): Unit =
+  private[async] def spinPaidOff(): Unit =
     val b = spinBudgetNow
     if b < SpinMax then spinBudgetNow = math.min(SpinMax, b * 2 + SpinProbe)
-  private[SegmentChannel] def spinWasted(): Unit =
+  private[async] def spinWasted(): Unit =
     val b = spinBudgetNow
     if b > 0 then spinBudgetNow = b >> 1
 
@@ -125,8 +125,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   @volatile private var closedAt: Long = Long.MaxValue
 
   // The three references start at segment 0. No field keeps segment 0 itself: its `next` leads to
-  // every later segment, so holding it would hold every segment the channel ever used (6 bytes
-  // a value, found by a test of 1,000,000 values read through tryRead).
+  // every later segment, so holding it would hold every segment the channel ever used.
   @volatile private var sendSegment: Segment = Segment(0, null, if isBuffered then 3 else 2, isBuffered)
   @volatile private var receiveSegment: Segment = sendSegment
   @volatile private var bufferEndSegment: Segment = if isBuffered then sendSegment else NoSegment
@@ -154,35 +153,35 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def send(x: T)(using async: Async): Unit =
     Async.checkCancelled(async, "send")
-    if doSend(encode(x), async) == Closed then throw ChannelClosedException()
+    if doSend(encode(x), async) == Outcome.FoundClosed then throw ChannelClosedException()
 
   def trySend(x: T): Boolean =
     doSend(encode(x), null) match
-      case Closed  => throw ChannelClosedException()
-      case NotSent => false
-      case _       => true
+      case Outcome.FoundClosed => throw ChannelClosedException()
+      case Outcome.NotSent     => false
+      case _                   => true
 
-  /** The send loop: take an index with FAA, find its segment, and try the cell; on FAILED (the
+  /** The send loop: take an index with FAA, find its segment, and try the cell; on Failed (the
     * cell was poisoned or its reader gone) start again with a new index. `async == null` is
     * trySend: never park.
     */
-  private def doSend(v: AnyRef, async: Async | Null): Marker =
+  private def doSend(v: AnyRef, async: Async | Null): Outcome =
     val t = standing
-    if t != null && forward(t, v) then return Buffered
+    if t != null && forward(t, v) then return Outcome.Buffered
     while true do
       if async == null then // trySend: answer cheaply before spending an index
-        if isClosed then return Closed
-        if wouldWait() && noListeners then return NotSent
+        if isClosed then return Outcome.FoundClosed
+        if wouldWait() && noListeners then return Outcome.NotSent
       var seg = sendSegment
       val scf = sCounter.getAndAdd(1L)
-      if isClosedWord(scf) then return Closed // the send started after close
+      if isClosedWord(scf) then return Outcome.FoundClosed // the send started after close
       val s = scf & CounterMask
       val id = s / SegmentSize
       val i = (s % SegmentSize).toInt
       var skip = false
       if seg.id != id then
         val found = findAndMoveForward(SendSegment, seg, id)
-        if found == null then return Closed // the chain was closed: s is beyond the last cell
+        if found == null then return Outcome.FoundClosed // the chain was closed: s is beyond the last cell
         seg = found
         if seg.id != id then
           // the segment of s was removed (all its cells interrupted): jump S over it and retry
@@ -191,14 +190,14 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       if !skip then
         // A blocking rendezvous send's common case, checked here rather than in updateCellSend:
         // that large method is a call the JIT does not inline, and this path then skips it
-        // (paired runs: 0.91-1.06x SynchronousQueue, median 0.99, against 0.81-0.92x, median 0.88)
+        // (doc/adr/0011)
         val outcome = if async != null && isRendezvous then rendezvousDeposit(seg, i, v, async) else updateCellSend(seg, i, s, v, async)
         outcome match
-          case Failed => seg.cleanPrev() // poisoned or abandoned cell: retry with a new index
-          case Closed => return Closed
-          case NotSent => return NotSent
+          case Outcome.Failed => seg.cleanPrev() // poisoned or abandoned cell: retry with a new index
+          case Outcome.FoundClosed => return Outcome.FoundClosed
+          case Outcome.NotSent => return Outcome.NotSent
           case r =>
-            if r == Resumed then seg.cleanPrev()
+            if r == Outcome.WaiterResumed then seg.cleanPrev()
             return r
     throw IllegalStateException("unreachable")
 
@@ -230,10 +229,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** Whether a send taking the next index now would have to wait (no reader, no buffer room). */
   private def wouldWait(): Boolean = mustWait(sendersAndClosed & CounterMask)
 
-  /** One cell, from the sender's side. Returns Buffered, Resumed, Awaited, Failed, Closed or
-    * NotSent (trySend only).
+  /** One cell, from the sender's side. Returns an [[Outcome]]: Buffered, WaiterResumed, Awaited,
+    * Failed, FoundClosed or NotSent (trySend only).
     */
-  private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Marker =
+  private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Outcome =
     while true do
       val state = seg.cell(i)
       if state == null then
@@ -241,7 +240,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           if async == null && noListeners then
             if seg.cas(i, null, INTERRUPTED_SEND) then
               seg.cellInterruptedSender()
-              return NotSent
+              return Outcome.NotSent
             // else: CAS unsuccessful, repeat
           else
             val w = Waiter(Thread.currentThread, v, if async == null then null else async.runtime)
@@ -256,23 +255,23 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           // deposit the value and go (elimination)
           if seg.cas(i, null, v) then
             notifyListeners()
-            return Buffered
+            return Outcome.Buffered
           // else: CAS unsuccessful, repeat
       else if isMark(state) then
         // the reader of this index spins here (rendezvous): hand the value over and go
-        if seg.cas(i, state, v) then return Buffered
+        if seg.cas(i, state, v) then return Outcome.Buffered
         // else: CAS unsuccessful (the reader stopped spinning), repeat
       else if state eq IN_BUFFER then
         // expandBuffer made this a buffer cell before we arrived
         if seg.cas(i, IN_BUFFER, v) then
           notifyListeners()
-          return Buffered
+          return Outcome.Buffered
         // else: CAS unsuccessful, repeat
       else state match
         case w: Waiter => return handToParkedReader(w, seg, i, v, w) // a reader is parked here
         case _ =>
-          if (state eq INTERRUPTED_RECEIVE) || (state eq BROKEN) then return Failed
-          else if state eq CLOSED then return Closed
+          if (state eq INTERRUPTED_RECEIVE) || (state eq BROKEN) then return Outcome.Failed
+          else if state eq CLOSED then return Outcome.FoundClosed
           else illegal("send", state, seg, i)
     throw IllegalStateException("unreachable")
 
@@ -280,22 +279,20 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * reader has come, then wait until a reader takes it (DONE from an FAA reader, TAKEN from a
     * listener read): spin on the cell, then trade the value for a parked [[Waiter]] with one CAS.
     * The sender never reads R; each hand-off moves only the cell's line between the two parties
-    * (value in, DONE back), which measured faster than watching R first (ADR 0011, stop 28:
-    * 0.90-1.06x SynchronousQueue in `bench channels` against 0.51-0.60x). The deposit is an
+    * (value in, DONE back), which is faster than watching R first. The deposit is an
     * unconditional swap (getAndSet), not a CAS from empty: if the reader came first and spins
     * on its mark, the swap has already handed it the value, and the sender goes; one atomic
-    * instruction where a failed CAS and a second one cost two (stop 32: 1.14-1.45x
-    * SynchronousQueue against 0.94-1.25x in paired probe runs; see doc/adr/0019). Whatever
-    * else the swap displaced is dealt with by [[displaced]]. A value in a rendezvous cell is
+    * instruction where a failed CAS and a second one cost two (doc/adr/0011). Whatever else the
+    * swap displaced is dealt with by [[displaced]]. A value in a rendezvous cell is
     * thus a sender still waiting for its reader, or a value its spinning reader has yet to take.
     */
-  private def rendezvousDeposit(seg: Segment, i: Int, v: AnyRef, async: Async): Marker =
+  private def rendezvousDeposit(seg: Segment, i: Int, v: AnyRef, async: Async): Outcome =
     val found = seg.swap(i, v)
     if found != null then return displaced(seg, i, v, found)
     notifyListeners() // a listener read may take the value from the cell
     var state = spinWhileHeld(seg, i, v, spinBudget())
     while true do
-      if (state eq DONE) || (state eq TAKEN) then return Buffered // a reader has the value
+      if (state eq DONE) || (state eq TAKEN) then return Outcome.Buffered // a reader has the value
       else if state eq v then
         // park: a cancel from now on withdraws the value (if our future is cancelled already,
         // `register` makes the waiter cancelled, and the trade takes the value back at once)
@@ -318,28 +315,28 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * in such a cell only meanwhile, and no one else looks at it: the cell is below R (its reader
     * took the index), where listener reads do not look, and below S.
     */
-  private def displaced(seg: Segment, i: Int, v: AnyRef, found: AnyRef): Marker =
-    if isMark(found) then Buffered
+  private def displaced(seg: Segment, i: Int, v: AnyRef, found: AnyRef): Outcome =
+    if isMark(found) then Outcome.Buffered
     else found match
       case w: Waiter => handToParkedReader(w, seg, i, v, v)
       case _ =>
         if (found eq BROKEN) || (found eq INTERRUPTED_RECEIVE) then
           seg.setCell(i, found)
-          Failed
+          Outcome.Failed
         else illegal("rendezvous send", found, seg, i)
 
   /** A sender's value for the reader `w` parked in cell `i`, which holds `inCell` (`w`, or our
-    * value after a rendezvous swap): Resumed, or Failed if the reader's cancel won; then the cell
-    * is settled INTERRUPTED_RECEIVE (by us, or by the reader's thread if it comes first), and the
-    * send retries with a new index.
+    * value after a rendezvous swap): WaiterResumed, or Failed if the reader's cancel won; then the
+    * cell is settled INTERRUPTED_RECEIVE (by us, or by the reader's thread if it comes first), and
+    * the send retries with a new index.
     */
-  private inline def handToParkedReader(w: Waiter, seg: Segment, i: Int, v: AnyRef, inCell: AnyRef): Marker =
+  private inline def handToParkedReader(w: Waiter, seg: Segment, i: Int, v: AnyRef, inCell: AnyRef): Outcome =
     if w.tryResume(v) then
       seg.setCell(i, DONE)
-      Resumed
+      Outcome.WaiterResumed
     else
       settleCancelled(seg, i, inCell, sender = false)
-      Failed
+      Outcome.Failed
 
   /** A rendezvous party's wait for the other: spins up to `budget` times while cell `i` still
     * holds `held` (the sender's value, the reader's mark), tells the spin budget whether the wait
@@ -370,15 +367,15 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** trySend with listeners registered: our trial waiter has been offered to them; withdraw it
     * unless one took it.
     */
-  private def withdrawTrial(w: Waiter, seg: Segment, i: Int): Marker =
+  private def withdrawTrial(w: Waiter, seg: Segment, i: Int): Outcome =
     while true do
       val d = w.data
-      if d eq RESUMED then return Resumed
+      if d eq Waiter.RESUMED then return Outcome.WaiterResumed
       else if d == null then
         if w.tryCancel() then
           settleCancelled(seg, i, w, sender = true) // unless a listener read holding the cell does
           notifyListeners() // the head may now be skippable
-          return NotSent
+          return Outcome.NotSent
         // else: claimed or resumed meanwhile, look again
       else spinWait() // CLAIMED: a listener is deciding
     throw IllegalStateException("unreachable")
@@ -394,7 +391,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   def readOrClosed()(using async: Async): T | ChannelClosed =
     Async.checkCancelled(async, "read")
     val v = doReceive(async)
-    if v eq Closed then ChannelClosed else decode[T](v)
+    if v eq Outcome.FoundClosed then ChannelClosed else decode[T](v)
 
   private def doReceive(async: Async): AnyRef =
     while true do
@@ -405,19 +402,19 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       var skip = false
       if seg.id != id then
         val found = findAndMoveForward(ReceiveSegment, seg, id)
-        if found == null then return Closed // beyond the closed chain
+        if found == null then return Outcome.FoundClosed // beyond the closed chain
         seg = found
         if seg.id != id then
           rCounter.compareAndSet(r + 1, seg.id * SegmentSize) // skip a removed segment
           skip = true
       if !skip then
         val result = if isRendezvous then receiveRendezvous(seg, i, r, async) else updateCellReceive(seg, i, r, async)
-        if result eq Closed then return Closed
-        else if !(result eq Failed) then
+        if result eq Outcome.FoundClosed then return Outcome.FoundClosed
+        else if !(result eq Outcome.Failed) then
           seg.cleanPrev()
           notifyListeners() // the head moved: a filtering listener may want the next value
           return result
-        // else: FAILED, retry with a new index
+        // else: Failed, retry with a new index
     throw IllegalStateException("unreachable")
 
   /** One rendezvous cell, from the FAA reader's side. The common case first: the cell holds the
@@ -483,7 +480,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     if isValue(state) && seg.cas(i, state, DONE) then state.nn
     else updateCellReceive(seg, i, r, async)
 
-  /** One cell, from the FAA reader's side: a value, or Failed, or Closed. */
+  /** One cell, from the FAA reader's side: a value, or Outcome.Failed, or Outcome.FoundClosed. */
   private def updateCellReceive(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
     var inFlight = SenderPatience // for a sender that has taken this index to write it
     while true do
@@ -507,28 +504,28 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           // than wait; it will retry elsewhere, and so do we
           if seg.cas(i, state, BROKEN) then
             expandBuffer()
-            return Failed
+            return Outcome.Failed
           // else: CAS unsuccessful, repeat
       else state match
         case w: Waiter => // a sender is parked here; RESUMING keeps expandBuffer out meanwhile
           if seg.cas(i, w, RESUMING) then
-            if w.tryResume(RESUMED) then
+            if w.tryResume(Waiter.RESUMED) then
               seg.setCell(i, DONE)
               expandBuffer()
               return w.payload
             else
               settleCancelled(seg, i, RESUMING, sender = true) // its cancel won; we hold the cell
-              return Failed
+              return Outcome.Failed
           // else: CAS unsuccessful, repeat
         case _: Reserved => spinWait() // a listener read is deciding on this cell
         case _ =>
           if state eq RESUMING then spinWait() // expandBuffer is resuming the sender
-          else if state eq INTERRUPTED_SEND then return Failed // nothing here; the window did not count it
+          else if state eq INTERRUPTED_SEND then return Outcome.Failed // nothing here; the window did not count it
           else if state eq TAKEN then
             // a listener read took the value before our FAA reached it, and could not move R
             expandBuffer()
-            return Failed
-          else if state eq CLOSED then return Closed
+            return Outcome.Failed
+          else if state eq CLOSED then return Outcome.FoundClosed
           else if (state eq INTERRUPTED_RECEIVE) && isRendezvous then
             // no one but our future's cancel writes this in a cell whose reader still reads it: it
             // claimed the cell (a rendezvous reader's, marked or empty: SpinMark) and counted it
@@ -677,7 +674,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     seg.cleanPrev()
 
   /** Offers the head to registered listeners until a full pass takes nothing. */
-  private[SegmentChannel] def notifyListeners(): Unit =
+  private[async] def notifyListeners(): Unit =
     val t = standing
     if t != null then
       // as long as it takes values and stays attached (untap may come between two offers); the
@@ -726,39 +723,39 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           if !isClosedWord(scf) && (scf & CounterMask) <= b then
             // No sender has taken index b yet (the paper's b >= S): the one that does will find b
             // below B and buffer its value, so the cell is not marked IN_BUFFER (a CAS on a line
-            // the sender is about to write). Measured: buffered(100) 1 to 1 and 4 to 4 +9-12 %.
+            // the sender is about to write).
             seg.cellProcessed()
             done = true
           else updateCellExpand(seg, (b % SegmentSize).toInt) match
-            case Done =>
+            case Outcome.Expanded =>
               seg.cellProcessed()
               done = true
-            case Closed => seg.cellProcessed() // keep going: closed cells count as processed
-            case _      => () // Failed: an interrupted sender, not a window cell; expand again
+            case Outcome.FoundClosed => seg.cellProcessed() // keep going: closed cells count as processed
+            case _                   => () // Failed: an interrupted sender, not a window cell; expand again
 
-  private def updateCellExpand(seg: Segment, i: Int): Marker =
+  private def updateCellExpand(seg: Segment, i: Int): Outcome =
     while true do
       val state = seg.cell(i)
       if state == null then
-        if seg.cas(i, null, IN_BUFFER) then return Done // the sender to come will buffer
+        if seg.cas(i, null, IN_BUFFER) then return Outcome.Expanded // the sender to come will buffer
         // else: CAS unsuccessful, repeat
       else state match
         case w: Waiter =>
-          if !w.isSender then return Done // a parked reader: its own expansion already covered it
+          if !w.isSender then return Outcome.Expanded // a parked reader: its own expansion already covered it
           else if seg.cas(i, w, RESUMING) then
-            if w.tryResume(RESUMED) then
+            if w.tryResume(Waiter.RESUMED) then
               seg.setCell(i, w.payload) // the sender's value is now a buffered value
-              return Done
+              return Outcome.Expanded
             else
               settleCancelled(seg, i, RESUMING, sender = true) // its cancel won; we hold the cell
-              return Failed
+              return Outcome.Failed
           // else: CAS unsuccessful, repeat
         case _: Reserved => spinWait() // a listener read is deciding; wait for the outcome
         case _ =>
           if state eq RESUMING then spinWait()
-          else if state eq INTERRUPTED_SEND then return Failed
-          else if state eq CLOSED then return Closed
-          else return Done // DONE, TAKEN, BROKEN, INTERRUPTED_RECEIVE, or a buffered value
+          else if state eq INTERRUPTED_SEND then return Outcome.Failed
+          else if state eq CLOSED then return Outcome.FoundClosed
+          else return Outcome.Expanded // DONE, TAKEN, BROKEN, INTERRUPTED_RECEIVE, or a buffered value
     throw IllegalStateException("unreachable")
 
   // =============================================================================================
@@ -969,42 +966,13 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       case n         => s"buffered($n)"
     s"Channel($kind${if isClosed then ", closed" else ""})"
 
-/** A counter on cache lines of its own: the sender and reader counters of a channel are written by
-  * different threads on every operation, and on one line each write would take it from the other.
+/** Definitions shared by every channel. The cell states are in CellState.scala (with the catalogue),
+  * the results of the algorithm's steps in Outcome.scala, waiters in Waiter.scala, segments in
+  * Segment.scala and the padded counters in Padding.scala.
   */
-private[async] abstract class CounterPadBefore:
-  protected var p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p10, p11, p12, p13, p14: Long = 0L
-private[async] abstract class CounterValue extends CounterPadBefore:
-  @volatile protected var value: Long = 0L
-  protected var seenValue: Long = 0L
-private[async] final class PaddedCounter(initial: Long) extends CounterValue:
-  protected var q00, q01, q02, q03, q04, q05, q06, q07, q08, q09, q10, q11, q12, q13, q14: Long = 0L
-  value = initial
-  inline def get: Long = value
-  /** A value of another counter that this counter's party last read (a lower bound when that
-    * counter only grows), kept here on the line the party writes anyway. Opaque: atomic, no fence.
-    */
-  def seen: Long = PaddedCounter.Seen.getOpaque(this)
-  def seen_=(v: Long): Unit = PaddedCounter.Seen.setOpaque(this, v)
-  def getAndAdd(n: Long): Long = PaddedCounter.Value.getAndAdd(this, n)
-  def compareAndSet(expected: Long, next: Long): Boolean = PaddedCounter.Value.compareAndSet(this, expected, next)
-private[async] object PaddedCounter:
-  private val lookup = MethodHandles.privateLookupIn(classOf[CounterValue], MethodHandles.lookup())
-  private val Value: VarHandle = lookup.findVarHandle(classOf[CounterValue], "value", java.lang.Long.TYPE)
-  private val Seen: VarHandle = lookup.findVarHandle(classOf[CounterValue], "seenValue", java.lang.Long.TYPE)
-
-/** A segment's counter (see "Segments" in the object) followed by 64 bytes that keep the segment's
-  * own fields off its cache line. With a buffer, every read counts its cell as processed there;
-  * were `id`, `next` and `cells` on that line, every other sender and reader (each reads them to
-  * find its cell) would then take the line back. Measured (`asyncpipe bench channels`, four runs
-  * in turns with the unpadded build): buffered(16) +10-20 %, buffered(100) +10-20 %, 4 to 4
-  * +10-18 %, for 64 bytes a segment (2 bytes an element of a buffered(100) channel).
-  */
-private[async] abstract class SegmentCountPad(initial: Int) extends AtomicInteger(initial):
-  protected var sp0, sp1, sp2, sp3, sp4, sp5, sp6, sp7: Long = 0L
-
-/** Definitions shared by every channel: the cell-state catalogue, waiters, segments. */
 private[async] object SegmentChannel:
+  import CellState.*
+
   final val Unbounded = -1
   /** Cells per segment: 32, as in the paper, jox and kotlinx (measured there as the best trade). */
   final val SegmentSize = 32
@@ -1017,74 +985,7 @@ private[async] object SegmentChannel:
   private inline def isClosedWord(scf: Long): Boolean = (scf & ClosedBit) != 0
 
   // ---------------------------------------------------------------------------------------------
-  // Cell states: the one catalogue.
-  //
-  //   state                 set by                         moves to
-  //   null (empty)          -                              IN_BUFFER, value, Waiter, BROKEN,
-  //                                                        INTERRUPTED_SEND (trySend), CLOSED;
-  //                                                        rendezvous: SPINNING_READER, and
-  //                                                        INTERRUPTED_RECEIVE (the cancel of a
-  //                                                        reader registered with a SpinMark)
-  //   IN_BUFFER             expandBuffer: a buffer cell    value (sender), Waiter(reader), BROKEN, CLOSED
-  //                         whose sender has not come
-  //   SPINNING_READER       rendezvous FAA reader that     value (a sender hands it over and goes),
-  //   (a SpinMark: shared,  came first and spins           null (the reader stops spinning), CLOSED,
-  //   or the reader's own                                  INTERRUPTED_RECEIVE (the cancel of the
-  //   in a future)                                         reader's future claims its own mark)
-  //   value (any object)    sender: buffered or            DONE (FAA reader), Reserved (listener read),
-  //                         eliminated; expandBuffer:      Waiter (a rendezvous sender that stopped
-  //                         a released sender's value;     spinning and parks); INTERRUPTED_RECEIVE
-  //                         rendezvous: a sender waiting   (a sender's value swapped over a reader
-  //                         for its reader (spinning)      whose cancel won: settled by that sender
-  //                                                        or the reader's thread)
-  //   Waiter (reader)       FAA reader with no sender      DONE (sender resumed it), CLOSED (close),
-  //                                                        INTERRUPTED_RECEIVE (its cancel won the
-  //                                                        word: settled by its thread, the sender
-  //                                                        or the close that found it so);
-  //                                                        rendezvous: the sender's swap puts its
-  //                                                        value in first (then DONE, or
-  //                                                        INTERRUPTED_RECEIVE)
-  //   Waiter (sender)       sender that must wait          RESUMING, Reserved, INTERRUPTED_SEND
-  //                         (also trySend's trial)         (its cancel or trial withdrawal: settled
-  //                                                        by its thread)
-  //   RESUMING              FAA reader / expandBuffer      DONE, value (expandBuffer released it),
-  //                         resuming a parked sender       INTERRUPTED_SEND (the sender's cancel won:
-  //                                                        settled by the resumer)
-  //   Reserved(previous)    listener read of the head      TAKEN, previous (refused), or
-  //                                                        INTERRUPTED_SEND (a sender's cancel won,
-  //                                                        or came while the listener decided and
-  //                                                        it refused: settled by the listener read)
-  //   TAKEN                 listener read: took the head   final (R moved past by the taker or a helper)
-  //   DONE                  sender and reader met          final
-  //   BROKEN                reader that overtook its       final (both retry with new indices);
-  //                         sender                         rendezvous: the sender's swap puts its
-  //                                                        value in and BROKEN back at once
-  //   INTERRUPTED_SEND      cancelled or trial sender;     final; not a buffer-window cell
-  //                         trySend that would wait
-  //   INTERRUPTED_RECEIVE   cancelled reader (settled),    final; as BROKEN for a rendezvous swap
-  //                         or its future's cancel's
-  //                         claim (SpinMark)
-  //   CLOSED                close(), index >= closedAt     final
-
-  private[async] class Marker(name: String):
-    override def toString: String = name
-
-  /** The mark of a rendezvous reader spinning in its cell (SPINNING_READER in the catalogue).
-    * Readers that no future's cancel can reach share one, SPINNING_READER; a reader in a
-    * runnable future puts its own, which knows its cell and is registered with the future, so
-    * that the future's cancel can claim that cell for INTERRUPTED_RECEIVE (`cancelWait`): while
-    * it holds the mark, and also while it is still empty, before the mark is in or after the
-    * reader took it back, until the reader ends its read of this index (its cell is then never
-    * empty again) or a parked waiter's registration takes over. The reader finds the claim in
-    * its cell and throws CancellationException; a sender finds it and retries elsewhere.
-    */
-  private[async] final class SpinMark(seg: Segment | Null, i: Int) extends Marker("SPINNING_READER") with CancellableWait:
-    def cancelWait(): Unit =
-      if seg != null then
-        var st = seg.cell(i)
-        while ((st eq this) || st == null) && !seg.cas(i, st, INTERRUPTED_RECEIVE) do st = seg.cell(i)
-        if (st eq this) || st == null then seg.cellInterruptedReceiver() // claimed
-        // else: a value, the close, or the reader's own waiter came first
+  // Cell states: the catalogue is at CellState; values, waiters and reservations are the rest.
 
   private inline def isMark(st: AnyRef | Null): Boolean = st.isInstanceOf[SpinMark]
 
@@ -1095,48 +996,25 @@ private[async] object SegmentChannel:
     * party gets there first (the other's CAS fails, as it must: once, and only once). False if
     * the cell held something else.
     */
-  private def settleCancelled(seg: Segment, i: Int, from: AnyRef, sender: Boolean): Boolean =
+  private[async] def settleCancelled(seg: Segment, i: Int, from: AnyRef, sender: Boolean): Boolean =
     seg.cas(i, from, if sender then INTERRUPTED_SEND else INTERRUPTED_RECEIVE) && {
       if sender then seg.cellInterruptedSender() else seg.cellInterruptedReceiver()
       true
     }
 
-  private val IN_BUFFER = Marker("IN_BUFFER")
-  private val RESUMING = Marker("RESUMING")
-  private val SPINNING_READER = SpinMark(null, 0)
-  private val TAKEN = Marker("TAKEN")
-  private val DONE = Marker("DONE")
-  private val BROKEN = Marker("BROKEN")
-  private val INTERRUPTED_SEND = Marker("INTERRUPTED_SEND")
-  private val INTERRUPTED_RECEIVE = Marker("INTERRUPTED_RECEIVE")
-  private val CLOSED = Marker("CLOSED")
-  /** The stored form of a `null` value. */
-  private val NullValue = Marker("NullValue")
-
-  // Results of the cell updates (never stored in cells)
-  private val Buffered = Marker("Buffered")
-  private val Resumed = Marker("Resumed")
-  private val Awaited = Marker("Awaited")
-  private val Failed = Marker("Failed")
-  private val Closed = Marker("Closed")
-  private val NotSent = Marker("NotSent")
-  private val Done = Marker("Done")
-
-  // Words of a Waiter (besides null = waiting, and a reader's delivered value)
-  private val RESUMED = Marker("RESUMED")
-  private val CLAIMED = Marker("CLAIMED")
-  private val CLAIMED_CANCELLED = Marker("CLAIMED_CANCELLED")
-  private val INTERRUPTED = Marker("INTERRUPTED")
+  /** The stored form of a `null` value: to the cells a value like any other (not a CellState). */
+  private object NullValue:
+    override def toString: String = "NullValue"
 
   private inline def encode(x: Any): AnyRef = if x == null then NullValue else x.asInstanceOf[AnyRef]
   private inline def decode[T](v: AnyRef): T = (if v eq NullValue then null else v).asInstanceOf[T]
 
   /** Whether a cell's state is a value (a buffered one, or a released sender's): anything but
-    * empty, a marker (NullValue is a value), a waiter or a reservation.
+    * empty, a cell state, a waiter or a reservation (NullValue, the stored `null`, is a value).
     */
   private def isValue(st: AnyRef | Null): Boolean = st match
     case null                    => false
-    case m: Marker               => m eq NullValue
+    case _: CellState            => false
     case _: Waiter | _: Reserved => false
     case _                       => true
 
@@ -1175,153 +1053,32 @@ private[async] object SegmentChannel:
 
   // Spinning. Parking and unparking a virtual thread costs microseconds; a partner one step
   // behind costs tens of nanoseconds. So a party spins (Thread.onSpinWait, a bounded number of
-  // times, watching one word) where the other is likely close, then parks. Measured on 2 cores
-  // (rendezvous, one sender, one reader, 1 M values a run; SynchronousQueue, which also spins
-  // 128 times, at 8-10 M ops/s in the same runs): parking at once 2.1 M ops/s; 8 yields
-  // (Thread.yield) before parking 2.4-3.4 M; readers that poison a cell whose sender is in flight
-  // (the paper's rule) poisoned 37 % of the cells; with the patience below, 0.1 %, and with the
-  // spins below, 5.5-7 M. Spinning is pure loss where the partner waits for this very carrier
+  // times, watching one word) where the other is likely close, then parks: faster than parking
+  // at once or yielding before parking, and an FAA reader that waits a little for a sender in
+  // flight poisons almost no cells, where the paper's rule (poison at once) poisons many.
+  // Spinning is pure loss where the partner waits for this very carrier
   // (-Djdk.virtualThreadScheduler.parallelism=1, one core, or both threads scheduled on one
-  // carrier for a while, which happens on a busy machine): there fixed spins fell to 0.13 M
-  // ops/s against SynchronousQueue's 4 M, hence the channel's adaptive budget (`spinBudget`):
-  // 3.0-3.1 M against 3.3-3.4 M.
+  // carrier for a while, which happens on a busy machine): hence the channel's adaptive budget
+  // (`spinBudget`), which falls to 0 there. The figures behind these choices are in
+  // doc/adr/0011.
 
   /** How long an FAA reader waits for a sender that has taken the reader's index (S > r) but not
     * yet written the cell, before it poisons the cell (both then retry with new indexes). */
   private val SenderPatience: Int = 64
   /** The most a rendezvous party spins at each of its waits (a reader for the value, a sender for
     * its value to be taken, then on its waiter's word before parking); the channel's
-    * [[spinBudget]] adapts below it. 2,048 spins are about 55 µs here: a partner whose carrier the
-    * OS took away for a moment comes back within that more often than not, and each park it saves
-    * costs both parties microseconds (ADR 0011, stop 28: with the deposit-first send, 128 measured
-    * 0.6-0.8x SynchronousQueue and 1,024 about 1.0x, in paired runs of the bench's shape; stop 32,
-    * with the swap: the time-weighted ratio of 125,000-value rounds read 1.20-1.54x with 2,048,
-    * 1.16-1.67x with 4,096 and 0.86-1.23x with 1,024; see doc/adr/0019). */
+    * [[spinBudget]] adapts below it. A partner whose carrier the OS took away for a moment comes
+    * back within 2,048 spins more often than within fewer, and each park it saves costs both
+    * parties microseconds; more spins gained no more (doc/adr/0011). */
   private val SpinMax: Int = 2048
   /** A budget that reached 0 is tried again at this size once per `ProbeEvery` waits, so that a
     * channel whose parties got carriers of their own again finds out. */
   private val SpinProbe: Int = 16
   private val ProbeEvery: Int = 256
 
-  // ---------------------------------------------------------------------------------------------
-  // Waiters
-
-  /** A parked sender (with `payload`) or reader (`payload == null`). Its `data` word decides every
-    * race on it with one CAS from null: a value or RESUMED (someone resumed it), CLOSED marker for
-    * a reader at close, INTERRUPTED (cancelled: by its own thread when interrupted, or by its
-    * future's `cancel()`, `cancelWait`), or CLAIMED (a listener read is deciding whether to take a
-    * sender's value; it goes back to null or on to RESUMED, or, if a cancel came meanwhile
-    * (CLAIMED_CANCELLED), on to RESUMED or INTERRUPTED).
-    *
-    * A cancelled waiter's cell is settled (INTERRUPTED_SEND / INTERRUPTED_RECEIVE, counted) by
-    * `settleCancelled`, from the waiter's own thread or from whichever party finds the waiter
-    * cancelled while it holds the cell (see the catalogue): the cancel itself writes no cell, since
-    * it cannot tell whether the waiter is in its cell yet (`register` comes before that).
-    */
-  private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, runtime: Runtime | Null) extends CancellableWait:
-    @volatile var data: AnyRef | Null = null
-    def isSender: Boolean = payload != null
-
-    def tryResume(v: AnyRef): Boolean =
-      val ok = WaiterData.compareAndSet(this, null, v)
-      if ok then wake()
-      ok
-    def tryCancel(): Boolean = WaiterData.compareAndSet(this, null, INTERRUPTED)
-    def isCancelled: Boolean = data eq INTERRUPTED
-    def tryClaim(): Boolean = WaiterData.compareAndSet(this, null, CLAIMED)
-    /** The claiming listener refused: waiting again, or, if a cancel came meanwhile, cancelled
-      * (true; the caller then settles the cell it holds).
-      */
-    def unclaim(): Boolean =
-      if WaiterData.compareAndSet(this, CLAIMED, null) then false
-      else
-        data = INTERRUPTED // from CLAIMED_CANCELLED: no one else writes the word while it is claimed
-        true
-    def resumeClaimed(): Unit =
-      data = RESUMED // from CLAIMED, or CLAIMED_CANCELLED: the listener decided before the cancel did
-      wake()
-
-    /** The cancel of our future, before it interrupts us: wins the word as a resumer would, or
-      * leaves the decision to the listener read that has claimed it (a refusal then cancels).
-      */
-    def cancelWait(): Unit =
-      var d = data
-      while (d == null && !tryCancel()) || ((d eq CLAIMED) && !WaiterData.compareAndSet(this, CLAIMED, CLAIMED_CANCELLED)) do
-        d = data // the word changed under us: decide on the new one
-      // else: resumed, closed or cancelled already (a decided wait), or the claim now cancels
-
-    /** Registers this waiter, about to be published in its cell, with the body's future; if that
-      * is cancelled already, makes it cancelled first, so that it is published decided (no
-      * partner can take it; `await` throws at once and settles the cell).
-      */
-    def register(async: Async): Unit =
-      val owner = async.owner
-      if owner != null && !owner.beginWait(this) then tryCancel()
-    /** Undoes `register` (the waiter was not published, or its wait is over). */
-    def unregister(async: Async): Unit =
-      val owner = async.owner
-      if owner != null then owner.endWait()
-
-    /** Set (then a full fence) by the waiter just before it parks: a resumer unparks only then. */
-    @volatile var parking: Boolean = false
-    private def wake(): Unit =
-      if parking then
-        if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
-
-    def awaitSend(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): Marker =
-      await(seg, i, async, ch)
-      Awaited
-
-    def awaitReceive(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
-      val d = await(seg, i, async, ch)
-      if d eq ChannelClosed then Closed else d
-
-    /** Parks until resumed or cancelled, then ends the registration. A cancel (interrupt, or the
-      * scope's cancel flag) outside `uninterruptible` abandons the cell if no one has resumed us
-      * yet; inside, it is held and restored on return. Our future's `cancel()` may have decided
-      * the word already (INTERRUPTED): then we throw as if we had.
-      */
-    private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
-      try
-        val budget = if ch.capacity == 0 then ch.spinBudget() else 0
-        var spins = budget
-        var heldInterrupt = false
-        var d = data
-        while d == null || (d eq CLAIMED) || (d eq CLAIMED_CANCELLED) do
-          if d != null then spinWait() // a listener read is deciding on our value
-          else if spins > 0 then
-            spins -= 1
-            Thread.onSpinWait()
-          else if !parking then
-            if budget > 0 then ch.spinWasted()
-            parking = true
-            VarHandle.fullFence()
-          else
-            async.runtime.park(this)
-            if data == null then
-              if async.cancellationDeferred then
-                if Thread.interrupted() then heldInterrupt = true // park would spin on the flag
-              else if Thread.interrupted() || async.isCancelled then tryCancel()
-              // else (or the CAS failed): resumed, claimed or cancelled meanwhile: look again
-          d = data
-        if d eq INTERRUPTED then
-          // cancelled: nothing taken, nothing sent. Settle the cell, unless a party that found us
-          // cancelled holds it (RESUMING, Reserved, a swapped value) and settles it itself
-          settleCancelled(seg, i, this, isSender)
-          if isSender then ch.notifyListeners() // the head may now be skippable
-          Thread.interrupted() // the cancel's interrupt, if it has landed: this is its exception
-          throw CancellationException(if isSender then "cancelled while sending" else "cancelled while reading")
-        if spins < budget && !parking then ch.spinPaidOff() // resumed while spinning
-        if heldInterrupt then Thread.currentThread.interrupt()
-        d.nn
-      finally unregister(async)
-
   private val TapField: VarHandle =
     MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
       .findVarHandle(classOf[SegmentChannel[?]], "standing", classOf[Tap[?]])
-
-  private val WaiterData: VarHandle =
-    MethodHandles.privateLookupIn(classOf[Waiter], MethodHandles.lookup()).findVarHandle(classOf[Waiter], "data", classOf[AnyRef])
 
   /** A cell held by a listener read while its listener decides; `previous` is what it held. */
   private final class Reserved(val previous: AnyRef)
@@ -1332,112 +1089,8 @@ private[async] object SegmentChannel:
   /** A listener waiting on `canRead`: lets one offer through, whoever offers (see OnceForwarder). */
   private final class Registration[T](k: Listener[Try[T]], ch: SegmentChannel[T]) extends Async.OnceForwarder[Try[T]](k, ch)
 
-  // ---------------------------------------------------------------------------------------------
-  // Segments
-
-  // The segment's int: [0,6) cells not interrupted, [6,12) cells not processed by expandBuffer
-  // (finite buffered channels only), [12,32) pointers (references among sendSegment,
-  // receiveSegment, bufferEndSegment). Zero means logically removed.
-  private final val ProcessedShift = 6
-  private final val PointersShift = 12
-  private final val OneProcessed = 1 << ProcessedShift
-  private final val OnePointer = 1 << PointersShift
-
-  private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers: Int, val countProcessed: Boolean)
-      extends SegmentCountPad(SegmentSize + (if countProcessed then SegmentSize << ProcessedShift else 0) + (pointers << PointersShift)):
-    private val cells = AtomicReferenceArray[AnyRef](SegmentSize)
-    @volatile var next: Segment | Null = null
-    @volatile var prev: Segment | Null = prev0
-
-    inline def cell(i: Int): AnyRef | Null = cells.get(i)
-    inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
-    inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
-    /** Writes `v` whatever the cell held, and returns what it held. */
-    inline def swap(i: Int, v: AnyRef): AnyRef | Null = cells.getAndSet(i, v)
-
-    def cleanPrev(): Unit = if prev != null then prev = null // no write when already clean: every operation calls it
-    def isRemoved: Boolean = get == 0
-    def isTail: Boolean = next == null || (next eq ClosedChain)
-    def liveNext: Segment | Null = { val n = next; if n eq ClosedChain then null else n }
-
-    def counters: (Int, Int, Int) =
-      val c = get
-      (c >>> PointersShift, (c >>> ProcessedShift) & 63, c & 63)
-
-    def markProcessed(n: Int): Unit = addAndGet(-n * OneProcessed)
-    def tryIncPointers(): Boolean =
-      var c = get
-      while c != 0 && !compareAndSet(c, c + OnePointer) do c = get
-      c != 0
-    /** True if that made the segment removable. */
-    def decPointers(): Boolean = addAndGet(-OnePointer) == 0
-    def cellInterruptedReceiver(): Unit = if addAndGet(-1) == 0 then remove()
-    def cellInterruptedSender(): Unit =
-      if addAndGet(if countProcessed then -(1 + OneProcessed) else -1) == 0 then remove()
-    def cellProcessed(): Unit = if addAndGet(-OneProcessed) == 0 then remove()
-
-    /** Unlinks this (logically removed) segment: its live neighbours point at each other. The
-      * tail is never unlinked (new segments are appended to it).
-      */
-    def remove(): Unit =
-      var done = false
-      while !done do
-        if isTail then done = true
-        else
-          var left = prev
-          while left != null && left.isRemoved do left = left.prev
-          var right = next.nn
-          while right.isRemoved && !right.isTail do right = right.next.nn
-          // right.prev := left, unless right has forgotten its prev (cleanPrev)
-          var linked = false
-          while !linked do
-            val p = right.prev
-            linked = p == null || SegmentPrev.compareAndSet(right, p, left)
-          if left != null then left.next = right
-          // if a neighbour was removed meanwhile, link again around it
-          done = !(right.isRemoved && !right.isTail) && !(left != null && left.isRemoved)
-
-    /** Marks the end of the chain so no segment is appended; returns the tail. */
-    def closeChain(): Segment =
-      var s = this
-      while true do
-        val n = s.next
-        if n == null then
-          if SegmentNext.compareAndSet(s, null, ClosedChain) then return s
-          // else: a segment was appended meanwhile, look again
-        else if n eq ClosedChain then return s
-        else s = n
-      s
-
-    override def toString: String =
-      val (p, np, ni) = counters
-      s"#$id(p=$p np=$np ni=$ni${if isRemoved then " removed" else ""})"
-
-  private val SegmentNext: VarHandle =
-    MethodHandles.privateLookupIn(classOf[Segment], MethodHandles.lookup()).findVarHandle(classOf[Segment], "next", classOf[Segment])
-  private val SegmentPrev: VarHandle =
-    MethodHandles.privateLookupIn(classOf[Segment], MethodHandles.lookup()).findVarHandle(classOf[Segment], "prev", classOf[Segment])
-
-  /** The `next` of a tail whose chain is closed. */
-  private val ClosedChain = Segment(-1, null, 0, false)
   /** The buffer-end reference of channels that do not move B. */
   private val NoSegment = Segment(-1, null, 0, false)
-
-  /** The segment with `id`, from `start` on, appending segments as needed; a later one if `id`'s
-    * was removed; null if the chain is closed before `id`.
-    */
-  private def findSegment(start: Segment, id: Long): Segment | Null =
-    var cur = start
-    while cur.id < id || cur.isRemoved do
-      val n = cur.next
-      if n eq ClosedChain then return null
-      else if n == null then
-        val created = Segment(cur.id + 1, cur, 0, start.countProcessed)
-        if SegmentNext.compareAndSet(cur, null, created) then
-          if cur.isRemoved then cur.remove() // it was the tail, so it could not be unlinked before
-        // else: another thread appended first; look again
-      else cur = n
-    cur
 
   // Channel fields
   private val lookup = MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
