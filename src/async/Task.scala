@@ -12,11 +12,11 @@ class Task[+T](val body: Async ?=> T):
     Task(TaskSchedule.repeat(s, body, scheduling))
 
 /** How a delay is spread out at random, to keep many clients from retrying in step. Each
-  * jittered delay takes one draw from the `Random` (none for `None`, nor for a delay of 0).
+  * jittered delay takes one draw from the `Random` (none for `Off`, nor for a delay of 0).
   */
 enum Jitter:
-  /** The computed delay, exactly. */
-  case None
+  /** The computed delay, exactly: no jitter. */
+  case Off
   /** Uniform in [0, delay]. */
   case Full
   /** Uniform in [delay/2, delay]. */
@@ -35,7 +35,7 @@ enum Jitter:
     if delayMillis <= 0 then 0
     else
       this match
-        case None       => delayMillis
+        case Off        => delayMillis
         case Full       => (random.nextDouble() * delayMillis).round
         case Equal      => delayMillis / 2 + (random.nextDouble() * (delayMillis - delayMillis / 2)).round
         case Percent(p) => spread(delayMillis, delayMillis * p / 100, random)
@@ -75,7 +75,7 @@ enum TaskSchedule:
     * ([[Overrun]]); never a burst to catch up. Ends when the body throws, or after
     * `maxRepetitions` runs with the last value.
     */
-  case Every(millis: Long, maxRepetitions: Long = 0, jitter: Jitter = Jitter.None, overrun: Overrun = Overrun.Skip)
+  case Every(millis: Long, maxRepetitions: Long = 0, jitter: Jitter = Jitter.Off, overrun: Overrun = Overrun.Skip)
   /** Waits `millis * factor^(k-1)` (at most `maxDelayMillis`, then jittered) after run k. Ends when
     * the body throws, or after `maxRepetitions` runs with the last value.
     */
@@ -84,7 +84,7 @@ enum TaskSchedule:
       factor: Double = 2,
       maxRepetitions: Long = 0,
       maxDelayMillis: Long = Long.MaxValue,
-      jitter: Jitter = Jitter.None
+      jitter: Jitter = Jitter.Off
   )
   /** Repeats until the body throws (the task fails with that); after `maxRepetitions` successful
     * runs it ends with the last value. Waits `millis` after each run, or with a `factor` above 1
@@ -95,7 +95,7 @@ enum TaskSchedule:
       maxRepetitions: Long = 0,
       factor: Double = 1,
       maxDelayMillis: Long = Long.MaxValue,
-      jitter: Jitter = Jitter.None
+      jitter: Jitter = Jitter.Off
   )
   /** Repeats until the body returns normally (the task ends with that value); after
     * `maxRepetitions` failed runs it fails with the last failure. Delays as [[RepeatUntilFailure]].
@@ -105,7 +105,7 @@ enum TaskSchedule:
       maxRepetitions: Long = 0,
       factor: Double = 1,
       maxDelayMillis: Long = Long.MaxValue,
-      jitter: Jitter = Jitter.None
+      jitter: Jitter = Jitter.Off
   )
 
   def maxRepetitions: Long

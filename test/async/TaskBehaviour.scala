@@ -305,7 +305,7 @@ abstract class TaskBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
     within(Jitter.Percent(10), 200, 180, 220)
     within(Jitter.Spread(30), 100, 70, 130)
     within(Jitter.Spread(500), 100, 0, 600)
-    assertEquals(draws(Jitter.None, 100).distinct, Vector(100L))
+    assertEquals(draws(Jitter.Off, 100).distinct, Vector(100L))
     assertEquals(Jitter.Spread(50)(0, random), 0L, "a delay of 0 stays 0")
 
   test("the same seed gives the same jittered pauses; another seed others"):

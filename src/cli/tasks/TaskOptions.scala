@@ -135,7 +135,7 @@ object TaskOptions:
       case Some(c)                   => c
 
   private def build(kind: Kind, p: Parsed, command: Seq[String]): TaskOptions =
-    val jittered = p.get(jitter).getOrElse(Jitter.None)
+    val jittered = p.get(jitter).getOrElse(Jitter.Off)
     val (schedule, failing, overlapping) = kind match
       case Kind.Every  => every(kind, p, p.operands.headOption, jittered)
       case Kind.Retry  => retry(p, jittered)
@@ -193,7 +193,7 @@ object TaskOptions:
     def form: String = "J"
     override def words: Seq[String] = Seq("none", "full", "equal")
     def read(text: String): Either[String, Jitter] = text match
-      case "none"  => Right(Jitter.None)
+      case "none"  => Right(Jitter.Off)
       case "full"  => Right(Jitter.Full)
       case "equal" => Right(Jitter.Equal)
       case v if v.endsWith("%") =>

@@ -36,21 +36,21 @@ class TaskOptionsTest extends munit.FunSuite:
   test("retry: defaults are backoff 1s, factor 2, at most 1m apart, no limit, any failure retried"):
     val o = ok(Kind.Retry, "--", "curl", "-f", "http://x")
     assertEquals(o.command, Seq("curl", "-f", "http://x"))
-    assertEquals(o.schedule, TaskSchedule.RepeatUntilSuccess(1000, 0, 2, 60_000, Jitter.None))
+    assertEquals(o.schedule, TaskSchedule.RepeatUntilSuccess(1000, 0, 2, 60_000, Jitter.Off))
     assertEquals(o.failing, Failing.Retryable(Set.empty, Set.empty))
     assertEquals((o.timeoutMillis, o.killAfterMillis, o.seed, o.deadlineMillis, o.dryRun, o.verbose), (None, 2000L, None, None, false, false))
 
   test("retry: the design's example, spelled with --max-attempts"):
     assertEquals(schedule(Kind.Retry, "--max-attempts", "8", "--backoff", "100ms", "--factor", "2"),
-      TaskSchedule.RepeatUntilSuccess(100, 8, 2, 60_000, Jitter.None))
+      TaskSchedule.RepeatUntilSuccess(100, 8, 2, 60_000, Jitter.Off))
     assertEquals(schedule(Kind.Retry, "--backoff=0ms", "--factor=1.5", "--max-delay=2s"),
-      TaskSchedule.RepeatUntilSuccess(0, 0, 1.5, 2000, Jitter.None))
+      TaskSchedule.RepeatUntilSuccess(0, 0, 1.5, 2000, Jitter.Off))
 
   test("every: DURATION is a fixed rate; --spacing a fixed delay; --overlap wait runs late; allow overlaps"):
     assertEquals(schedule(Kind.Every, "10s", "--jitter", "1s"), TaskSchedule.Every(10_000, 0, Jitter.Spread(1000), Overrun.Skip))
     assertEquals(schedule(Kind.Every, "--count", "3", "1.5s"), TaskSchedule.Every(1500, 3))
     assertEquals(schedule(Kind.Every, "--spacing", "2m", "--count", "4"), TaskSchedule.RepeatUntilFailure(120_000, 4))
-    assertEquals(schedule(Kind.Every, "1h", "--overlap", "wait"), TaskSchedule.Every(3_600_000, 0, Jitter.None, Overrun.RunLate))
+    assertEquals(schedule(Kind.Every, "1h", "--overlap", "wait"), TaskSchedule.Every(3_600_000, 0, Jitter.Off, Overrun.RunLate))
     val allow = ok(Kind.Every, "100ms", "--overlap", "allow", "--", "true")
     assertEquals((allow.schedule, allow.overlap), (TaskSchedule.Every(100), Overlap.Allow))
     assertEquals(ok(Kind.Every, "1s", "--", "true").failing, Failing.Never)
@@ -72,7 +72,7 @@ class TaskOptionsTest extends munit.FunSuite:
     def jitter(j: String) = ok(Kind.Retry, "--jitter", j, "--", "x").schedule match
       case TaskSchedule.RepeatUntilSuccess(_, _, _, _, jitter) => jitter
       case other                                               => fail(s"unexpected $other")
-    assertEquals(jitter("none"), Jitter.None)
+    assertEquals(jitter("none"), Jitter.Off)
     assertEquals(jitter("full"), Jitter.Full)
     assertEquals(jitter("equal"), Jitter.Equal)
     assertEquals(jitter("10%"), Jitter.Percent(10))
