@@ -28,11 +28,10 @@ import scala.util.control.NonFatal
   * the multiplexer has one subscriber and nothing of it is queued, the loop sends the value into
   * that subscriber's channel itself, waiting there if it must (a `Block` loop would wait for that
   * subscriber anyway, and there is no other to delay): the queue and its delivery future are then
-  * a hop saved, which measured 10-15 % of a 1-to-1 multiplexer's throughput. With one publisher as
-  * well, no thread of the multiplexer's runs per value while the subscriber has room: the loop
-  * taps the publisher (`SegmentChannel.tap`, [[RelayTap]]), and each value is handed on with the
-  * subscriber's `trySend` in the thread that made it ready; a send into the empty publisher hands
-  * its value over before it reaches a cell (doc/adr/0018). When the subscriber is full, the tap
+  * a hop saved. With one publisher as well, no thread of the multiplexer's runs per value while
+  * the subscriber has room: the loop taps the publisher (`SegmentChannel.tap`, [[RelayTap]]), and
+  * each value is handed on with the subscriber's `trySend` in the thread that made it ready; a
+  * send into the empty publisher hands its value over before it reaches a cell (doc/adr/0018). When the subscriber is full, the tap
   * stops and the loop relays: it reads the publisher with a plain `read()` and sends each value on
   * itself, waiting for room, until the publisher has nothing ready; then it taps again. (A
   * publisher that is not one of this library's channels is always relayed.) `addSubscriber`,
@@ -131,10 +130,10 @@ object ChannelMultiplexer:
   private inline val SubscriberClosed = 3
 
   /** The most `trySend` retries a relay tap makes, 16 spins apart and giving up the carrier at
-    * every second one, before it stops (at least 430 µs here); the multiplexer's budget adapts
-    * below it (`Impl.retryAllowance`). 1,024 rather than 64 since stop 32: a subscriber whose
-    * reader's vCPU the host took away for a while makes room again within the longer wait more
-    * often, and each stop saved saves the loop's wake-up and relay (doc/adr/0018).
+    * every second one, before it stops; the multiplexer's budget adapts below it
+    * (`Impl.retryAllowance`). 1,024 rather than fewer: a subscriber whose reader's vCPU the host
+    * took away for a while makes room again within the longer wait more often, and each stop
+    * saved saves the loop's wake-up and relay (doc/adr/0018).
     */
   private val RetryMax = 1024
 
@@ -224,8 +223,8 @@ object ChannelMultiplexer:
     /** How many times a tap may retry a `trySend` that found no room (see `RelayTap.retried`);
       * kept here, across taps, so that it stays low where retrying does not pay. Plain fields: a
       * racy update only nudges the budget. The same scheme as a channel's rendezvous spin budget
-      * (`SegmentChannel.spinBudget`), kept apart: mixing one shared trait into the channel was
-      * followed by lower rendezvous figures that the stop had no time to tell from noise.
+      * (`SegmentChannel.spinBudget`), kept apart: a trait shared with the channel was followed by
+      * lower rendezvous figures that could not be told from noise, on the channel's hottest path.
       */
     private var retryBudget = RetryMax
     private var stallsWithoutRetry = 0

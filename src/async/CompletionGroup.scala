@@ -52,7 +52,8 @@ final class CompletionGroup extends Cancellable with Ends:
   def remove(member: Cancellable): Unit = members.remove(member)
 
   // Loops rather than `members.forEach(...)`: Scala makes a Consumer[Cancellable] lambda with a
-  // bridge, which the JDK AOT cache cannot hold (doc/adr/0008-task-runner.md, "Start-up").
+  // bridge, which the build's rewrite of lambdas leaves alone and the JDK AOT cache cannot hold
+  // (doc/adr/0012).
   def cancel(): Unit =
     cancelled = true
     val it = members.iterator()

@@ -315,7 +315,8 @@ private[async] trait CancellableWait:
 
 /** Runs `body` so that a cancel of the enclosing future waits for its end; then, if a cancel
   * came, throws `CancellationException`. Outside a runnable future it just runs `body`. Inline,
-  * so that `body` is no closure (doc/adr/0008-task-runner.md, "Start-up").
+  * so that `body` is no closure: it wraps every operation on a regular file (`File`), and a
+  * closure would be allocated at each.
   */
 inline def uninterruptible[T](inline body: => T)(using async: Async): T =
   val owner = async.owner

@@ -41,6 +41,6 @@ object Runtime:
   val PlatformThreads: Runtime = OnFactory("platform-threads", Thread.ofPlatform().daemon().name("async-p-", 0).factory())
 
   /** Virtual threads, unless the system property `asyncpipe.runtime` says `platform`. */
-  val default: Runtime = System.getProperty("asyncpipe.runtime") match // not sys.props: its closures (ADR 0008)
+  val default: Runtime = System.getProperty("asyncpipe.runtime") match
     case "platform" => PlatformThreads
     case _          => VirtualThreads

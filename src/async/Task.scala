@@ -44,10 +44,7 @@ enum Jitter:
   private def spread(delayMillis: Long, by: Double, random: Random): Long =
     (delayMillis - by + random.nextDouble() * 2 * by).round.max(0)
 
-/** `require` without a closure: the message is built only on failure, inline. (A by-name argument
-  * is a lambda, and the JVM spins each lambda class at its first use, about a millisecond of the
-  * task runner's start-up apiece: doc/adr/0008-task-runner.md, "Start-up". The CLI uses it too.)
-  */
+/** `require`, inline: the message is built only on failure. The CLI uses it too. */
 private[asyncpipe] inline def check(inline condition: Boolean, inline message: String): Unit =
   if !condition then throw IllegalArgumentException(s"requirement failed: $message")
 
@@ -194,8 +191,7 @@ object TaskSchedule:
 
   /** The one loop behind every schedule: run, decide, wait, repeat. `limit` (> 0) caps the runs
     * where the schedule has no cap of its own. What the run of `Task(body).schedule(s, scheduling)`
-    * does; the CLI's task runner calls it itself, without the closures that a [[Task]] wraps around
-    * its body (doc/adr/0008-task-runner.md, "Start-up").
+    * does; the CLI's task runner calls it itself.
     */
   private[asyncpipe] def repeat[T](schedule: TaskSchedule, body: Async ?=> T, scheduling: Scheduling, limit: Long = 0)(using Async): T =
     import scheduling.{clock, observer, random}
