@@ -20,8 +20,8 @@ import java.lang.invoke.MethodHandle
   * When: once the stream carries its first bytes ([[Growth]]), on a thread of its own: the first
   * foreign call costs a cold JVM tens of milliseconds of CPU (the JDK generates its downcall
   * code), which would delay a stage's first line on its own thread, and compete with a large
-  * copy if made later. A stream that never carries anything never pays (figures: ADR 0009, end
-  * of its History).
+  * copy if made later. A stream that never carries anything never pays (figures: ADR 0009,
+  * "Figures").
   */
 object PipeSize:
   /** The size asked for: the default pipe-max-size, which any user may ask for. */
