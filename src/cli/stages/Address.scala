@@ -165,6 +165,8 @@ trait AddressKind:
   def forms: Seq[(String, String)]
   /** Its options (after ',' in the token). */
   def options: Seq[AddressOption] = Nil
+  /** The stage options ([[StageOptions.forEndpoints]]) this kind's endpoints take in `role`, by name. */
+  def takes(role: Role): Set[String] = Set.empty
   /** The address of the text after "SCHEME:" (`rest`), read with the help of `p`. */
   def parse(rest: String, p: AddressParser): Either[CliError, Address]
   /** The forms joined, for usage errors. */

@@ -52,7 +52,9 @@ final case class StageOptions(
     statsJson: Boolean = false,
     progress: Boolean = false,
     ins: Vector[Address] = Vector.empty,
-    outs: Vector[Address] = Vector.empty
+    outs: Vector[Address] = Vector.empty,
+    /** The names of the options given (here or, for a stage of `run`, before the pipeline). */
+    givenOptions: Set[String] = Set.empty
 ):
   /** Whether frames are counted (a pass over each batch): only when statistics are asked for. */
   def counting: Boolean = stats || statsJson || progress
@@ -93,6 +95,13 @@ object StageOptions:
 
   val muxOnly: Seq[Opt[?]] = Seq(in, out, outputError)
 
+  /** The options only some endpoints take, and the role of those endpoints: an address kind says
+    * which of them it takes ([[AddressKind.takes]]); given where no endpoint takes it, an option is
+    * refused rather than ignored ([[Stages.run]]).
+    */
+  val forEndpoints: Seq[(Opt[?], Role)] =
+    Seq(count -> Role.Source, idleTimeout -> Role.Source, onFull -> Role.Source, checkSeq -> Role.Source, oversize -> Role.Sink)
+
   /** The options of a stage form: `mux` admits `--in`, `--out` and `--output-error`. */
   def all(mux: Boolean): Seq[Opt[?]] = if mux then muxOnly ++ common else common
 
@@ -121,7 +130,8 @@ object StageOptions:
       statsJson = base.statsJson || p.has(statsJson),
       progress = base.progress || p.has(progress),
       ins = base.ins ++ p.all(in),
-      outs = base.outs ++ p.all(out)
+      outs = base.outs ++ p.all(out),
+      givenOptions = base.givenOptions ++ all(mux = true).filter(p.has).map(_.name)
     )
 
   /** An address that can play `role`. */

@@ -14,9 +14,29 @@ object Stages:
   /** Checks that no file is both read and written, then opens and runs the stages. */
   def run(plans: Seq[StagePlan], io: Io): Either[CliError, Int] =
     for
+      _ <- optionsTaken(plans)
       _ <- sameFileCheck(plans)
       status <- Flow(reporting(plans).map(toStage(_, io)), io).run()
     yield status
+
+  /** Every endpoint option given is taken by an endpoint of the command (`--count` by a `udp:`
+    * source): one that none takes would be ignored, so it is refused, naming what it is for.
+    */
+  private[stages] def optionsTaken(plans: Seq[StagePlan]): Either[CliError, Unit] =
+    val named = plans.flatMap(_.options.givenOptions).toSet
+    val refused = StageOptions.forEndpoints.collectFirst {
+      case (opt, role) if named(opt.name) && !plans.exists(p => ends(p, role).exists(_.kind.takes(role)(opt.name))) =>
+        val takers = AddressKinds.all.filter(_.takes(role)(opt.name)).map(_.scheme + ":").mkString(" or ")
+        val endpoints = plans.flatMap(ends(_, role)).distinct
+        val here = endpoints.map(_.render).mkString(", ")
+        // An address of a kind with an option of the same name (tick:...,count=N) has its own way.
+        val own = endpoints.flatMap(a => a.kind.options.find(_.name == opt.name.drop(2)).map(o => s"; ${a.kind.scheme}: has its own: ${o.form}"))
+        CliError.BadToken(None, opt.name, s"${opt.name} is for $takers ${role.noun}s, and the ${role.noun}s here are $here: it would do nothing${own.headOption.getOrElse("")}",
+          s"${opt.form} with a $takers ${role.noun}")
+    }
+    refused.toLeft(())
+
+  private def ends(p: StagePlan, role: Role): Seq[Address] = if role == Role.Source then p.inputs else p.outputs
 
   /** The statistics options are the command's, wherever in a pipeline they were given: every
     * stage counts, and the flow reports once.

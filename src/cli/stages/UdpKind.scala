@@ -23,6 +23,9 @@ object UdpKind extends AddressKind:
       Some(Role.Source), "receiving")
   )
 
+  override def takes(role: Role): Set[String] =
+    if role == Role.Source then Set("--count", "--idle-timeout", "--on-full", "--check-seq") else Set("--oversize")
+
   def parse(rest: String, p: AddressParser): Either[CliError, Address] =
     val segments = rest.split(",", -1).toSeq
     val main = segments.head

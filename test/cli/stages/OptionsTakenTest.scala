@@ -1,0 +1,56 @@
+package asyncpipe.cli.stages
+
+import asyncpipe.cli.Main
+import asyncpipe.cli.command.*
+import asyncpipe.cli.system.OwnedOutput
+import java.io.{ByteArrayOutputStream, PrintStream}
+import java.nio.channels.Channels
+
+/** An option that only some endpoints take (`--count`, `--idle-timeout`, `--on-full`,
+  * `--check-seq` for `udp:` sources, `--oversize` for `udp:` sinks) is refused with exit 2 where
+  * no endpoint of the command takes it, naming the option and the addresses; never ignored.
+  */
+class OptionsTakenTest extends munit.FunSuite:
+  private def run(args: String*): (Int, String) =
+    val err = ByteArrayOutputStream()
+    val status = Main.run(args, Io(OwnedOutput(Channels.newChannel(ByteArrayOutputStream())), PrintStream(err, true, "UTF-8")))
+    (status, err.toString("UTF-8"))
+
+  private def refused(args: String*)(parts: String*)(using munit.Location): Unit =
+    val (status, err) = run(args*)
+    assertEquals(status, ExitCode.Usage, s"${args.mkString(" ")}: $err")
+    for p <- parts do assert(err.contains(p), s"${args.mkString(" ")}: [$p] not in\n$err")
+
+  private val in = os.temp("a\nb\n", prefix = "asyncpipe-taken-")
+
+  test("each source option on every source kind that does not take it, in each stage form"):
+    val sources = Seq(s"file:$in", "tick:1ms,count=1", "null:")
+    for
+      (opt, value) <- Seq("--count" -> Some("2"), "--idle-timeout" -> Some("1s"), "--on-full" -> Some("drop"), "--check-seq" -> None)
+      source <- sources
+    do
+      val o = Seq(opt) ++ value
+      refused((o ++ Seq(source, "null:"))*)(s"bad value '$opt'", s"$opt is for udp: sources", source)
+      refused((Seq("mux") ++ o ++ Seq("--in", source, "--out", "null:"))*)(s"$opt is for udp: sources")
+      refused((Seq("run") ++ o ++ Seq(s"$source | mux | null:"))*)(s"$opt is for udp: sources", source)
+
+  test("--oversize on sinks that are not udp: is refused"):
+    for sink <- Seq("null:", s"file:$in.out") do
+      refused("--oversize", "drop", s"file:$in", sink)("--oversize is for udp: sinks", sink)
+
+  test("tick: is pointed to its own count"):
+    refused("--count", "2", "tick:100ms", "null:")("tick: has its own: count=N")
+
+  test("udp: endpoints take them: the check lets them through"):
+    val udpIn = UdpAddress.AllHosts(0)
+    val udpOut = UdpAddress.At(Host.IPv4("127.0.0.1"), 9)
+    val udpOptions = StageOptions(givenOptions = Set("--count", "--idle-timeout", "--on-full", "--check-seq"))
+    assertEquals(Stages.optionsTaken(Seq(Stages.StagePlan(Seq(udpIn), Seq(NullAddress), udpOptions))), Right(()))
+    // in a pipeline, one stage that takes it is enough for an option given to all
+    val two = Seq(Stages.StagePlan(Seq(udpIn), Nil, udpOptions), Stages.StagePlan(Nil, Seq(NullAddress), udpOptions))
+    assertEquals(Stages.optionsTaken(two), Right(()))
+    val oversize = StageOptions(givenOptions = Set("--oversize"))
+    assertEquals(Stages.optionsTaken(Seq(Stages.StagePlan(Seq(StdAddress), Seq(udpOut), oversize))), Right(()))
+
+  test("the options a command does not give are not looked at"):
+    assertEquals(run(s"file:$in", "null:")._1, 0)
