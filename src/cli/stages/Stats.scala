@@ -7,10 +7,12 @@ import java.util.Locale
 
 /** `--stats`, `--stats-json` and `--progress`: what the endpoints of a flow have moved, on stderr
   * only (stdout carries data and nothing else).
-  *   - `--stats`: one summary line at exit.
+  *   - `--stats`: one summary line at exit. Each loss is counted once, under one cause: dropped
+  *     here (busy, oversize), by the kernel (a full receive buffer), or in transit (sequence gaps
+  *     beyond the kernel's drops, [[StatsReporter.lostInTransit]]); frames out + dropped = sent.
   *   - `--stats-json`: one JSON object per line, every second and at exit (`"final": true`):
   *     elapsed seconds, and per input and output its address, frames, bytes, drops, kernel drops,
-  *     sequence gaps and unterminated frames (a stream that ended inside its last frame, a
+  *     losses in transit, the raw sequence gaps and unterminated frames (a stream that ended inside its last frame, a
   *     rotated file's last line). Bytes are counted as they arrive or leave: terminators and
   *     length prefixes included, for streams and datagrams alike.
   *   - `--progress`: a line rewritten in place every quarter second, only when stderr is a
@@ -64,19 +66,19 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
     val framesOut = outputs.map(_.counters.frames).sum
     val dropped = inputs.map(_.counters.dropped).sum + outputs.map(_.counters.dropped).sum
     val kernel = inputs.map(_.counters.kernelDrops).sum
-    val gaps = inputs.map(_.counters.seqGaps).sum
+    val transit = inputs.map(c => StatsReporter.lostInTransit(c.counters)).sum
     val rate = if s > 0 then framesIn / s else 0.0
     val byteRate = if s > 0 then bytesIn / s else 0.0
     val unterminated = inputs.map(_.counters.unterminated).sum
     val partial = if unterminated > 0 then s", $unterminated unterminated" else ""
-    String.format(Locale.ROOT, "%d frames (%s) in%s, %d frames out, dropped %d (busy/oversize %d, kernel %d, sequence gaps %d), %.2f s, %.0f frames/s, %s/s",
-      framesIn, StatsReporter.bytes(bytesIn.toDouble), partial, framesOut, dropped + kernel + gaps, dropped, kernel, gaps, s, rate,
+    String.format(Locale.ROOT, "%d frames (%s) in%s, %d frames out, dropped %d (busy/oversize %d, kernel %d, in transit %d), %.2f s, %.0f frames/s, %s/s",
+      framesIn, StatsReporter.bytes(bytesIn.toDouble), partial, framesOut, dropped + kernel + transit, dropped, kernel, transit, s, rate,
       StatsReporter.bytes(byteRate))
 
   def json(isFinal: Boolean): String =
     refresh()
     def endpoint(c: Counters) =
-      s"""{"address":${StatsReporter.quote(c.name)},"frames":${c.frames},"bytes":${c.bytes},"dropped":${c.dropped},"kernel_drops":${c.kernelDrops},"seq_gaps":${c.seqGaps},"unterminated":${c.unterminated}}"""
+      s"""{"address":${StatsReporter.quote(c.name)},"frames":${c.frames},"bytes":${c.bytes},"dropped":${c.dropped},"kernel_drops":${c.kernelDrops},"lost_in_transit":${StatsReporter.lostInTransit(c)},"seq_gaps":${c.seqGaps},"unterminated":${c.unterminated}}"""
     String.format(Locale.ROOT, """{"final":%s,"elapsed_s":%.3f,"inputs":[%s],"outputs":[%s]}""",
       isFinal.toString, seconds, inputs.map(i => endpoint(i.counters)).mkString(","), outputs.map(o => endpoint(o.counters)).mkString(","))
 
@@ -97,6 +99,15 @@ final class Diagnostics(err: PrintStream, json: Boolean):
 
 object StatsReporter:
   private val Width = 100
+
+  /** Datagrams lost before this input received them other than in its own receive buffer (on
+    * the way, or in a sender's), as far as `--check-seq` tells: its sequence gaps beyond the
+    * kernel's drops. A datagram the kernel dropped between two received ones is a gap too, and
+    * is counted once, as a kernel drop; one lost after the last received one is no gap, so the
+    * kernel's count, which is exact, comes first. Then frames in + kernel drops + lost in transit
+    * = datagrams sent (when none was lost after the last received one on the way).
+    */
+  def lostInTransit(c: Counters): Long = math.max(0L, c.seqGaps - c.kernelDrops)
 
   private def pad(s: String): String = if s.length >= Width then s.take(Width) else s + " " * (Width - s.length)
 

@@ -553,6 +553,31 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     val ns = got.map(_.take(6).toInt)
     assert(ns.zip(ns.drop(1)).forall(_ < _), "the frames kept are in the order sent")
 
+  e2e.test("--check-seq with kernel drops: each lost datagram counted once; frames out + dropped = datagrams sent, in the text and the JSON"): env =>
+    val n = 20_000
+    // The smallest receive buffer the kernel grants: a burst overflows it, and the drops the
+    // kernel counts between received datagrams are sequence gaps too (once counted twice).
+    val src = env.udpSource(port => Seq("--check-seq", "--idle-timeout", "1s", "--stats", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=1", "-"))
+    sendAll(src.port, (1 to n).map(i => bytes(f"$i%06d-" + "z" * 200)))
+    assertEquals(src.exit(), 0, src.err)
+    val last = finalStats(src.err)
+    val (in, out) = (last("inputs")(0), last("outputs")(0))
+    val (received, kernel, transit, gaps) =
+      (in("frames").num.toLong, in("kernel_drops").num.toLong, in("lost_in_transit").num.toLong, in("seq_gaps").num.toLong)
+    assert(kernel > 0, s"the kernel dropped nothing: the test shows nothing: $last")
+    assert(gaps > 0 && gaps <= kernel, s"on loopback every gap is a kernel drop: $last")
+    assertEquals(transit, 0L, s"nothing is lost in transit on loopback: $last")
+    assertEquals(received + kernel + transit, n.toLong, s"received + kernel drops + lost in transit = sent: $last")
+    assertEquals(out("frames").num.toLong, received, s"every datagram received is written: $last")
+    assertEquals(os.read.lines(src.stdoutFile).size.toLong, received)
+    val summary = jsonLines(src.err).collectFirst { case j if j.obj.contains("summary") => j("summary").str }
+      .getOrElse(fail(s"no summary line:\n${src.err}"))
+    val counts = """(\d+) frames out, dropped (\d+) \(busy/oversize 0, kernel (\d+), in transit 0\)""".r.unanchored
+    summary match
+      case counts(written, dropped, k) =>
+        assertEquals((written.toLong + dropped.toLong, k.toLong), (n.toLong, kernel), summary)
+      case _ => fail(s"the summary has no totals in the expected form: $summary")
+
   e2e.test("--oversize: a 70,000-byte frame into a udp sink fails (exit 1, the size named); --oversize drop counts it"): env =>
     withReceiver { rx =>
       val frames = Seq(bytes("small"), Array.fill[Byte](70_000)('x'.toByte), bytes("after"))
