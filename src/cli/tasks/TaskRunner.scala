@@ -98,7 +98,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
 
   def run(): Either[CliError, Int] =
     CommandPath.resolve(command.head) match
-      case Left((reason, status)) => Left(CliError.CannotRun(verb, command.head, reason, status))
+      case Left((reason, status)) => Left(CliError.CannotRun(verb, command.head, reason + TaskRunner.shellHint(command), status))
       case Right(_) =>
         if dryRun then Right(plan())
         else
@@ -228,6 +228,16 @@ final class TaskRunner(options: TaskOptions, io: Io):
   * to `Async => T`, so the object can be passed as one; cast from a parameter, as here, it is
   * passed as it is, not wrapped in a closure again.
   */
+object TaskRunner:
+  /** For a command not found whose name is a shell command line (`retry -- 'curl x | jq .'`): how
+    * to run it through a shell. Commands are run as they are, without a shell.
+    */
+  def shellHint(command: Seq[String]): String =
+    val name = command.head
+    if command.size == 1 && name.exists(c => c == ' ' || "|&;<>$`*?".contains(c)) then
+      s"; commands run without a shell: for a shell command line, sh -c '${name.replace("'", "'\\''")}'"
+    else ""
+
 private object Bodies:
   def blocking[T](body: Async => T): T = Async.blocking(body.asInstanceOf[Async ?=> T])
 
