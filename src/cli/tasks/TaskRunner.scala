@@ -94,7 +94,7 @@ final class TaskRunner(options: TaskOptions, io: Io):
   import options.*
   private val noun = kind.noun
   /** Inline: a quiet run does not even build the line. */
-  private inline def log(inline line: String): Unit = if verbose then io.err.println(s"asyncpipe $verb: $line")
+  private inline def log(inline line: String): Unit = if verbose then io.err.println(s"${TaskRunner.clock()} asyncpipe $verb: $line")
 
   def run(): Either[CliError, Int] =
     CommandPath.resolve(command.head) match
@@ -193,6 +193,9 @@ final class TaskRunner(options: TaskOptions, io: Io):
     override def waiting(run: Long, p: Pause): Unit =
       pause = Some(p)
       tally.skipped(p.skipped)
+      // A long wait says what it waits for (a short one is told with the run it came before).
+      if p.millis >= TaskRunner.LongWaitMillis then
+        log(s"waiting ${Durations.renderMillis(p.millis)} before $noun ${run + 1} (until ${TaskRunner.clock(p.millis)})")
 
     override def pastDeadline(run: Long, p: Pause): Unit = log(AttemptLog.pastDeadline(noun, run + 1, p))
 
@@ -229,6 +232,14 @@ final class TaskRunner(options: TaskOptions, io: Io):
   * passed as it is, not wrapped in a closure again.
   */
 object TaskRunner:
+  /** A wait between runs this long or longer is logged (with `-v`) as it begins. */
+  val LongWaitMillis: Long = 1000
+
+  /** The wall-clock time, `afterMillis` from now, as `HH:MM:SS.mmm` (local time): how `-v` lines begin. */
+  def clock(afterMillis: Long = 0): String =
+    java.time.LocalTime.now().plusNanos(afterMillis * 1_000_000).truncatedTo(java.time.temporal.ChronoUnit.MILLIS)
+      .format(java.time.format.DateTimeFormatter.ofPattern("HH:mm:ss.SSS"))
+
   /** For a command not found whose name is a shell command line (`retry -- 'curl x | jq .'`): how
     * to run it through a shell. Commands are run as they are, without a shell.
     */

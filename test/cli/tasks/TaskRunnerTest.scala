@@ -23,3 +23,13 @@ class TaskRunnerTest extends munit.FunSuite:
     assertEquals((status, err.trim), (ExitCode.NotFound, "asyncpipe every: no-such-command-here: command not found"))
     assertEquals(TaskRunner.shellHint(Seq("echo 'a' > x")), "; commands run without a shell: for a shell command line, sh -c 'echo '\\''a'\\'' > x'")
     assertEquals(TaskRunner.shellHint(Seq("ls", "a b")), "")
+
+  test("-v lines begin with the wall-clock time, and a long wait says what it waits for and until when"):
+    assume(asyncpipe.cli.Launch.assembly.isDefined, "ASYNCPIPE_ASSEMBLY not set: run through ./mill")
+    val r = os.proc(asyncpipe.cli.Launch.command("retry", "-v", "--max-attempts", "2", "--backoff", "1s", "--", "false"))
+      .call(stdin = "", stderr = os.Pipe, check = false, timeout = 20_000)
+    assertEquals(r.exitCode, 1, r.err.text())
+    val lines = r.err.lines()
+    val stamped = """\d\d:\d\d:\d\d\.\d\d\d asyncpipe retry: .*""".r
+    assert(lines.nonEmpty && lines.forall(stamped.matches), lines.mkString("\n"))
+    assert(lines.exists(_.matches(""".* waiting 1s before attempt 2 \(until \d\d:\d\d:\d\d\.\d\d\d\)""")), lines.mkString("\n"))
