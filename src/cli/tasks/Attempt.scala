@@ -32,17 +32,17 @@ final class Attempt(
     tools: GroupTools,
     timeoutMillis: Option[Long],
     killAfterMillis: Long,
-    records: Records,
+    val records: Records,
     live: LiveGroups
 ):
   /** Runs the command to its end; an IOException if it cannot be started. */
-  def run()(using Async): Exit =
+  def run(held: Records.Held | Null = null)(using Async): Exit =
     val started = System.nanoTime()
     val group = live.start(() => ProcessGroup.start(command, tools)) match
       case Some(g) => g
       case None    => throw CancellationException("the process is halting: no command is started")
     try
-      val pumped = records.pump(group.stdout, command.head)
+      val pumped = records.pump(group.stdout, command.head, held)
       var signalledAt = 0L // when SIGTERM (ours) or a forwarded stop signal went to the group; 0: none
       try
         if !exitsWithin(group, timeoutMillis) then

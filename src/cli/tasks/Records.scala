@@ -46,10 +46,10 @@ final class Records(out: OwnedOutput, control: RunControl):
     * future completes then. Reads are chunks of what the command wrote, passed on at once (no
     * waiting for more), and the output is flushed after each.
     */
-  def pump(in: InputStream, command: String): Future[Unit] =
+  def pump(in: InputStream, command: String, held: Records.Held | Null = null): Future[Unit] =
     val done = Promise[Unit]()
     Thread.ofVirtual().name(s"asyncpipe-records").start { () =>
-      try copy(in, command)
+      try copy(in, command, held)
       finally
         try in.close() catch case _: IOException => ()
         done.complete(Success(()))
@@ -67,18 +67,49 @@ final class Records(out: OwnedOutput, control: RunControl):
         out.flush() // here, not on the idle flush's thread: a reader gone halts the run at once
       finally lock.unlock()
 
-  private def copy(in: InputStream, command: String): Unit =
+  /** Passes on what `held` holds, in one piece (the run it held ended well). */
+  def release(held: Records.Held): Unit =
+    lock.lock()
+    try held.batches.foreach(write) finally lock.unlock()
+
+  private def copy(in: InputStream, command: String, held: Records.Held | Null): Unit =
     val decoder = BatchDecoder(Framing.Lines)
     val buffer = new Array[Byte](64 * 1024)
     def failed(error: CliError) = control.halt(StopReason.Failed(error))
+    val sink: FrameBatch => Unit =
+      if held == null then write
+      else batch => if !held.add(batch) then failed(CliError.Runtime(command,
+        s"its output is more than ${TaskOptions.MaxHeldBytes >> 20} MiB, the most '--output success' holds until a run ends; '--output all' passes it on as it comes"))
     try
       var n = in.read(buffer)
       while n >= 0 do
-        decoder.feed(buffer, 0, n)(write)
+        decoder.feed(buffer, 0, n)(sink)
         n = in.read(buffer)
-      decoder.finish(write)
+      decoder.finish(sink)
     catch
       case _: DownstreamGone => failed(CliError.DownstreamGone)
       case e: FramingException => failed(CliError.Runtime(command, s"its output: ${e.getMessage}"))
       case e: IOException if OwnedOutput.isBrokenPipe(e) => failed(CliError.DownstreamGone)
       case e: IOException => failed(CliError.Runtime(command, s"passing its output on: ${e.getMessage}"))
+
+object Records:
+  /** One run's output, held until the run ends (`--output success`): copies of its batches, at
+    * most `limit` bytes; past that, [[add]] refuses (and holds nothing more).
+    */
+  final class Held(limit: Long = TaskOptions.MaxHeldBytes):
+    private val kept = Vector.newBuilder[FrameBatch]
+    private var bytes = 0L
+    private var full = false
+
+    /** Keeps a copy of `batch`; false once the output is past the limit. */
+    def add(batch: FrameBatch): Boolean =
+      if full then false
+      else if bytes + batch.length > limit then { full = true; false }
+      else
+        val copy = new Array[Byte](batch.length)
+        batch.data.get(copy)
+        kept += FrameBatch(batch.framing, copy, copy.length, batch.terminated)
+        bytes += batch.length
+        true
+
+    def batches: Vector[FrameBatch] = kept.result()

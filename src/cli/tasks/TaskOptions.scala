@@ -13,6 +13,15 @@ enum Overlap(val token: String):
   /** Start the run at its tick anyway, alongside the one still running. */
   case Allow extends Overlap("allow")
 
+/** `--output`: which runs' output is passed on. */
+enum OutputOf(val token: String):
+  /** Every run's, as it comes. */
+  case All extends OutputOf("all")
+  /** Only a run that exits 0: each run's output is held (at most [[TaskOptions.MaxHeldBytes]])
+    * until it ends, then passed on or dropped.
+    */
+  case Success extends OutputOf("success")
+
 /** Which exit statuses of an attempt the schedule is told are failures. A failure goes on for
   * `retry` and `repeat --until-success` and ends `repeat --until-failure`; `every` goes on whatever
   * the status.
@@ -42,12 +51,15 @@ final case class TaskOptions(
     seed: Option[Long] = None,
     deadlineMillis: Option[Long] = None,
     dryRun: Boolean = false,
-    verbose: Boolean = false
+    verbose: Boolean = false,
+    output: OutputOf = OutputOf.All
 ):
   def verb: String = kind.verb
 
 object TaskOptions:
   val DefaultKillAfterMillis: Long = 2000
+  /** The most of one run's output `--output success` holds until the run ends: 64 MiB. */
+  val MaxHeldBytes: Long = 64L << 20
 
   // The options every task verb takes (before [[Kind]], whose cases read them as they are made).
   val timeout: Opt[Long] = Opt("--timeout", Reader.millis(), "stop a run after D: SIGTERM to its session, then SIGKILL (status 124)")
@@ -61,6 +73,13 @@ object TaskOptions:
   val dryRun: Opt[Unit] = Opt.flag("--dry-run", "print the delays it would use (runs taking no time); run nothing")
   val verbose: Opt[Unit] = Opt.flag("--verbose", "log each run on stderr: number, delay, exit status, duration", short = Some("-v"))
   private val common: Seq[Opt[?]] = Seq(timeout, killAfter, jitter, seed, deadline, dryRun, verbose)
+
+  private def outputOpt(default: OutputOf): Opt[OutputOf] =
+    Opt("--output", Reader.choice(OutputOf.values.toSeq)(_.token),
+      s"whose output goes on: every run's as it comes (all), or only a run that exits 0, held until it ends, at most 64 MiB (success); default ${default.token}")
+  val everyOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
+  val retryOutput: Opt[OutputOf] = outputOpt(OutputOf.Success)
+  val repeatOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
 
   // every
   val spacing: Opt[Long] = Opt("--spacing", Reader.millis(), "instead of a fixed rate: wait D after each run ends")
@@ -91,19 +110,19 @@ object TaskOptions:
       "every",
       "asyncpipe every (DURATION | --spacing D) [OPTIONS] -- CMD [ARGS...]",
       "run a command on a fixed schedule",
-      Seq(spacing, everyCount, overlap) ++ common
+      Seq(spacing, everyCount, overlap, everyOutput) ++ common
     )
     case Retry extends Kind(
       "retry",
       "asyncpipe retry [OPTIONS] -- CMD [ARGS...]",
       "run a command until it succeeds, with backoff",
-      Seq(maxAttempts, retryBackoff, retryFactor, retryMaxDelay, retryOn, stopOn) ++ common
+      Seq(maxAttempts, retryBackoff, retryFactor, retryMaxDelay, retryOn, stopOn, retryOutput) ++ common
     )
     case Repeat extends Kind(
       "repeat",
       "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]",
       "run a command repeatedly until it fails or succeeds",
-      Seq(untilFailure, untilSuccess, repeatCount, repeatBackoff, repeatFactor, repeatMaxDelay) ++ common
+      Seq(untilFailure, untilSuccess, repeatCount, repeatBackoff, repeatFactor, repeatMaxDelay, repeatOutput) ++ common
     )
 
     /** What the log and the dry run call one run of the command. */
@@ -142,8 +161,13 @@ object TaskOptions:
       case Kind.Repeat => repeat(kind, p, jittered)
     TaskOptions(
       kind, command, schedule, failing, overlapping, p.get(timeout), p.get(killAfter).getOrElse(DefaultKillAfterMillis),
-      p.get(seed), p.get(deadline), p.has(dryRun), p.has(verbose)
+      p.get(seed), p.get(deadline), p.has(dryRun), p.has(verbose), outputOf(kind, p)
     )
+
+  private def outputOf(kind: Kind, p: Parsed): OutputOf = kind match
+    case Kind.Every  => p.get(everyOutput).getOrElse(OutputOf.All)
+    case Kind.Retry  => p.get(retryOutput).getOrElse(OutputOf.Success)
+    case Kind.Repeat => p.get(repeatOutput).getOrElse(OutputOf.All)
 
   private type Scheduled = (TaskSchedule, Failing, Overlap)
 

@@ -214,14 +214,16 @@ final class TaskRunner(options: TaskOptions, io: Io):
       while !alongside.isEmpty do alongside.poll().result
 
     private def once(n: Long, pause: Option[Pause])(using Async): Unit =
+      val held = if options.output == OutputOf.Success then Records.Held() else null
       val exit =
-        try attempt.run()
+        try attempt.run(held)
         catch
           case e: IOException =>
             FdReserve.release(e)
             control.halt(StopReason.Failed(CliError.Runtime(verb, s"cannot start ${command.head}: ${e.getMessage}")))
             throw CancellationException("halted")
       tally.ended(exit)
+      if held != null && exit.status == 0 then attempt.records.release(held)
       log(s"${AttemptLog.started(noun, n, pause)}: ${AttemptLog.ended(exit, timeoutMillis)}")
       if failing(exit.status) then throw Unsuccessful(exit)
 
