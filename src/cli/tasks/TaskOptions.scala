@@ -78,7 +78,7 @@ object TaskOptions:
     Opt("--output", Reader.choice(OutputOf.values.toSeq)(_.token),
       s"whose output goes on: every run's as it comes (all), or only a run that exits 0, held until it ends, at most 64 MiB (success); default ${default.token}")
   val everyOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
-  val retryOutput: Opt[OutputOf] = outputOpt(OutputOf.Success)
+  val retryOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
   val repeatOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
 
   // every
@@ -166,7 +166,7 @@ object TaskOptions:
 
   private def outputOf(kind: Kind, p: Parsed): OutputOf = kind match
     case Kind.Every  => p.get(everyOutput).getOrElse(OutputOf.All)
-    case Kind.Retry  => p.get(retryOutput).getOrElse(OutputOf.Success)
+    case Kind.Retry  => p.get(retryOutput).getOrElse(OutputOf.All)
     case Kind.Repeat => p.get(repeatOutput).getOrElse(OutputOf.All)
 
   private type Scheduled = (TaskSchedule, Failing, Overlap)

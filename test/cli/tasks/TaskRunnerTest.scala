@@ -42,23 +42,23 @@ class TaskRunnerTest extends munit.FunSuite:
     assume(asyncpipe.cli.Launch.assembly.isDefined, "ASYNCPIPE_ASSEMBLY not set: run through ./mill")
     os.proc(asyncpipe.cli.Launch.command(args*)).call(stdin = "", stderr = os.Pipe, check = false, timeout = 60_000)
 
-  test("retry passes on only the attempt that succeeded (--output success, its default); --output all, every attempt's"):
+  test("retry --output success passes on only the attempt that succeeded; by default (--output all), every attempt's"):
     val dir = os.temp.dir(prefix = "asyncpipe-output-")
     try
-      val success = launched(Seq("retry", "--backoff", "10ms", "--") ++ flaky(dir / "a"))
+      val success = launched(Seq("retry", "--output", "success", "--backoff", "10ms", "--") ++ flaky(dir / "a"))
       assertEquals((success.exitCode, success.out.text()), (0, "attempt 3\n"), success.err.text())
-      val all = launched(Seq("retry", "--output", "all", "--backoff", "10ms", "--") ++ flaky(dir / "b"))
+      val all = launched(Seq("retry", "--backoff", "10ms", "--") ++ flaky(dir / "b"))
       assertEquals((all.exitCode, all.out.text()), (0, "attempt 1\nattempt 2\nattempt 3\n"), all.err.text())
       // every passes every run on by default; with success, only those that exit 0
       val every = launched(Seq("every", "10ms", "--count", "3", "--output", "success", "--") ++ flaky(dir / "c"))
       assertEquals((every.exitCode, every.out.text()), (1, "attempt 3\n"), every.err.text())
       // no attempt succeeded: nothing goes on, and the status is the last attempt's
-      val none = launched(Seq("retry", "--max-attempts", "2", "--backoff", "10ms", "--") ++ flaky(dir / "d"))
+      val none = launched(Seq("retry", "--output", "success", "--max-attempts", "2", "--backoff", "10ms", "--") ++ flaky(dir / "d"))
       assertEquals((none.exitCode, none.out.text()), (1, ""), none.err.text())
     finally os.remove.all(dir)
 
   test("--output success holds at most 64 MiB of a run: more is an error naming the bound, not a silent loss"):
-    val r = launched(Seq("retry", "--max-attempts", "1", "--", "sh", "-c", "yes | head -c 70000000"))
+    val r = launched(Seq("retry", "--output", "success", "--max-attempts", "1", "--", "sh", "-c", "yes | head -c 70000000"))
     assertEquals(r.exitCode, ExitCode.Runtime, r.err.text())
     assert(r.err.text().contains("more than 64 MiB") && r.err.text().contains("--output all"), r.err.text())
     assertEquals(r.out.text(), "")
