@@ -558,7 +558,15 @@ class StageE2ETest extends munit.FunSuite with Watchdog:
     // The smallest receive buffer the kernel grants: a burst overflows it, and the drops the
     // kernel counts between received datagrams are sequence gaps too (once counted twice).
     val src = env.udpSource(port => Seq("--check-seq", "--idle-timeout", "1s", "--stats", "--stats-json", s"udp:127.0.0.1:$port,rcvbuf=1", "-"))
-    sendAll(src.port, (1 to n).map(i => bytes(f"$i%06d-" + "z" * 200)))
+    // In bursts, each sent once the stage has written what came of the last: every burst after the
+    // first starts after drops, so the received numbers have gaps however slowly the stage runs.
+    val bursts = 20
+    for b <- 0 until bursts do
+      val seen = if os.exists(src.stdoutFile) then os.read.lines(src.stdoutFile).size else 0
+      sendAll(src.port, (b * n / bursts + 1 to (b + 1) * n / bursts).map(i => bytes(f"$i%06d-" + "z" * 200)))
+      Support.eventually(s"the stage to write what came of burst ${b + 1}", Slow) {
+        os.exists(src.stdoutFile) && os.read.lines(src.stdoutFile).size > seen
+      }
     assertEquals(src.exit(), 0, src.err)
     val last = finalStats(src.err)
     val (in, out) = (last("inputs")(0), last("outputs")(0))
