@@ -25,13 +25,16 @@ object Main:
   )
 
   def main(args: Array[String]): Unit =
-    Runtime.getRuntime.halt(launch(args)) // no shutdown hooks to wait for: `run` flushed already
+    // Never the end of `main` by an exception: the JVM's exit would wait in Signals' hook for it.
+    val status = try launch(args) catch case e: Throwable => { e.printStackTrace(); ExitCode.Runtime }
+    Signals.end(status)
 
   /** Everything `main` does but exiting: runs `args` on the process's standard streams. */
   def launch(args: Array[String]): Int =
     // First: a signal must never meet the JVM's own handler (see Signals). Here, not in `main`, so
     // that the AOT cache's training run (which calls this) holds their classes.
     Signals.install()
+    Signals.hookJvmExit()
     FdReserve.take()
     if args.length > 0 && startsCommands(args(0)) then ProcessGroup.prepare() // alongside all set-up
     val io = Io(OwnedOutput.stdout, System.err)

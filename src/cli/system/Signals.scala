@@ -4,6 +4,29 @@ import java.util.concurrent.atomic.{AtomicBoolean, AtomicReference}
 import java.util.function.IntConsumer
 import sun.misc.{Signal, SignalHandler}
 
+/** Where the first signal finds its stopper, so that the signal and the stopper's setter agree:
+  * either the signal finds the stopper and tells it, or it finds none and the slot closes for
+  * good (the process halts, and a stopper set after that is refused, so that its caller starts
+  * nothing the halt would leave running).
+  */
+private[system] final class StopperSlot:
+  private val ref = AtomicReference[Signals.Stopper | Null](null)
+
+  /** For the first signal: the stopper to tell, or null when none is set; then the slot closes. */
+  def claim(): Signals.Stopper | Null =
+    if ref.compareAndSet(null, StopperSlot.Closed) then null else ref.get
+
+  /** Sets `s` (in place of an earlier one); false if the first signal came with no stopper set. */
+  def set(s: Signals.Stopper): Boolean =
+    var current = ref.get
+    while (current ne StopperSlot.Closed) && !ref.compareAndSet(current, s) do current = ref.get
+    current ne StopperSlot.Closed
+
+private[system] object StopperSlot:
+  /** What the slot holds once a signal found it empty. */
+  private object Closed extends Signals.Stopper:
+    def stop(request: Stop): Unit = ()
+
 /** A request from outside to stop: SIGINT (Ctrl-C), SIGTERM or SIGHUP (the terminal went away),
   * and the exit status each one asks for (128 + the signal number, as shells report it).
   */
@@ -28,6 +51,14 @@ enum Stop(val signalName: String, val signalNumber: Int):
   * (for the rest of that one write): a third signal then halts at once, even in the middle of a
   * frame, as SIGKILL would.
   *
+  * A signal can still meet the JVM's own handler: one that came before [[install]], or whose
+  * handler thread the JVM made before it and ran after. That handler runs `Runtime.exit` with the
+  * right status (128 + N), which runs the shutdown hooks; asyncpipe itself always ends with a
+  * halt ([[end]]), so its hook ([[jvmExiting]]) knows that this is a signal. It stops what runs
+  * as a first signal would (a command's session is stopped and ended, an output ends on whole
+  * frames) and waits for the command to return before the JVM's exit goes on; a command that had
+  * not set its stopper yet never starts ([[onStop]] does not return).
+  *
   * A signal that the process inherited as ignored (SIGHUP under `nohup`) stays ignored. The JVM
   * runs each signal's handler on a thread of its own, so a stopper may take a moment, but it
   * should only start the stop (cancel a scope, signal a child) and return.
@@ -44,10 +75,13 @@ object Signals:
   private val first = AtomicReference[Arrival | Null](null)
   private val count = java.util.concurrent.atomic.AtomicInteger(0) // handlers that have run
   private val any = java.util.concurrent.CountDownLatch(1) // opened by the first handler to run
-  private val stopper = AtomicReference[Stopper | Null](null)
+  private val stopper = StopperSlot()
   // Whether the stopper has been called (by the handler, or by onStop for an early signal).
   private val told = AtomicBoolean(false)
   @volatile private var second: IntConsumer = code => endNow(code)
+  // Set by the hook of the JVM's exit; then `end` leaves the exit to the JVM, once the command returned.
+  @volatile private var exitByJvm = false
+  private val returned = java.util.concurrent.CountDownLatch(1) // opened by `end` for the hook
 
   /** What the first signal calls. Its own trait rather than `Stop => Unit`, and the second
     * signal's end an IntConsumer, so that the lambdas given for them are ones the JDK AOT cache
@@ -80,7 +114,7 @@ object Signals:
     val earliest = first.get.nn.stop
     count.incrementAndGet() match
       case 1 =>
-        val s = stopper.get
+        val s = stopper.claim()
         if s == null then Runtime.getRuntime.halt(earliest.exitCode) // before any command began
         else tell(s, earliest)
       case 2 => second.accept(earliest.exitCode)
@@ -90,17 +124,58 @@ object Signals:
 
   /** Sets what the first signal calls (one stopper: a later call replaces it), and what the second
     * one does (by default [[endNow]]; the task verbs also kill what they run). If a signal came
-    * before, the stopper is called at once.
+    * before, the stopper is called at once. If that signal found no stopper, the process is
+    * halting already: this call does not return (its caller must start nothing, no command of a
+    * task verb above all, that the halt would leave running).
     */
   def onStop(s: Stopper, end: IntConsumer = code => endNow(code)): Unit =
     if !installed then install()
     second = end
-    stopper.set(s)
+    if !stopper.set(s) then Signals.parkForever() // a halt or the JVM's exit is on its way
     val early = first.get
     if early != null then tell(s, early.stop)
 
   // Tests run commands without `main`: onStop installs the handlers then.
   @volatile private var installed = false
+
+  /** Adds the hook of the JVM's exit ([[jvmExiting]]), for a process that ends with [[end]]
+    * (`main`; not tests, whose JVM ends by exiting).
+    */
+  def hookJvmExit(): Unit =
+    if hooked.compareAndSet(false, true) then
+      try Runtime.getRuntime.addShutdownHook(Thread.ofPlatform().name("asyncpipe-exit").unstarted(() => jvmExiting()))
+      catch case _: IllegalStateException => parkForever() // the exit began already: start nothing
+
+  private val hooked = AtomicBoolean(false)
+
+  /** How the process ends once the command returned `status`: a halt (no hook to wait for, the
+    * command flushed already), unless the JVM's exit is on its way ([[jvmExiting]]): then it goes
+    * on with the status it has (the signal's), and this thread waits for it.
+    */
+  def end(status: Int): Unit =
+    if exitByJvm then
+      returned.countDown()
+      parkForever()
+    Runtime.getRuntime.halt(status)
+
+  /** The shutdown hook: the JVM's exit began, which only a signal that met the JVM's own handler
+    * does. A command that set its stopper is stopped as by a first signal (the JVM's exit status is
+    * the signal's; the stopper is told SIGINT, the one asked for most) and the exit waits until the
+    * command has returned; one that had not yet set it never will, nor start anything.
+    */
+  private def jvmExiting(): Unit =
+    exitByJvm = true
+    val s = stopper.claim()
+    if s != null then
+      tell(s, Stop.Interrupt)
+      var waiting = true
+      while waiting do
+        try { returned.await(); waiting = false }
+        catch case _: InterruptedException => () // the exit waits for the command, as it must
+
+  private def parkForever(): Nothing =
+    while true do java.util.concurrent.locks.LockSupport.park()
+    throw IllegalStateException("unreachable")
 
   /** Ends the process with `status` once no output is in the middle of a write, so that what any
     * output wrote ends on a whole frame ([[OwnedOutput.quiesceAll]]).

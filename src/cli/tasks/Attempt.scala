@@ -33,14 +33,15 @@ final class Attempt(
     timeoutMillis: Option[Long],
     killAfterMillis: Long,
     val records: Records,
-    live: LiveGroups
+    live: LiveGroups,
+    input: Array[Byte] | Null = null
 ):
   /** Runs the command to its end; an IOException if it cannot be started. */
   def run(held: Records.Held | Null = null)(using Async): Exit =
     val started = System.nanoTime()
-    val group = live.start(() => ProcessGroup.start(command, tools)) match
+    val group = live.start(() => ProcessGroup.start(command, tools, input)) match
       case Some(g) => g
-      case None    => throw CancellationException("the process is halting: no command is started")
+      case None    => throw CancellationException("the run is stopping: no command is started")
     try
       val pumped = records.pump(group.stdout, command.head, held)
       var signalledAt = 0L // when SIGTERM (ours) or a forwarded stop signal went to the group; 0: none
@@ -49,7 +50,7 @@ final class Attempt(
           signalledAt = System.nanoTime()
           group.signal("TERM")
       catch
-        case e: CancellationException =>
+        case e: Throwable => // a cancel (a stop), or anything else: the session ends all the same
           uninterruptible(finish(group, pumped, System.nanoTime()))
           throw e
       uninterruptible(finish(group, pumped, signalledAt))

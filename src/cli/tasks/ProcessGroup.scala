@@ -230,23 +230,46 @@ object ProcessGroup:
       catch case _: ClassNotFoundException => () // another JDK: its start does what it needs
     Thread.ofPlatform().daemon().name("asyncpipe-prepare").start(ready)
 
-  /** Starts `command` in a session and group of its own; an IOException if it cannot be started. */
-  def start(command: Seq[String], tools: GroupTools): ProcessGroup =
+  /** Starts `command` in a session and group of its own; an IOException if it cannot be started.
+    * Its stdin is /dev/null, or with `input` a pipe that a thread of its own fills with `input`
+    * and closes (a command that stops reading early, or ends, just ends that thread).
+    */
+  def start(command: Seq[String], tools: GroupTools, input: Array[Byte] | Null = null): ProcessGroup =
     val builder = ProcessBuilder((tools.setsid +: command)*)
-      .redirectInput(Redirect.from(File("/dev/null")))
+      .redirectInput(if input == null then Redirect.from(File("/dev/null")) else Redirect.PIPE)
       .redirectError(Redirect.INHERIT)
       .redirectOutput(Redirect.PIPE)
     val before = PidClock.read() // before the leader's pid is handed out
-    ProcessGroup(builder.start(), tools, before)
+    val process = builder.start()
+    if input != null then feed(process.getOutputStream, input)
+    ProcessGroup(process, tools, before)
 
-  /** `kill -s SIGNAL -- TARGET...`; whether it succeeded for every target. */
+  private def feed(stdin: java.io.OutputStream, input: Array[Byte]): Unit =
+    Thread.ofVirtual().name("asyncpipe-stdin").start { () =>
+      try stdin.write(input)
+      catch case _: IOException => () // the command closed its stdin or ended: it has what it read
+      finally
+        try stdin.close() catch case _: IOException => ()
+    }
+
+  /** `kill -s SIGNAL -- TARGET...`; whether it succeeded for every target. It waits for `kill` to
+    * end even on an interrupted thread (and leaves the interrupt set): a run being cancelled is
+    * just when its signal must be sent and done before the caller goes on.
+    */
   private def kill(tools: GroupTools, signal: String, targets: Seq[String]): Boolean =
     try
-      ProcessBuilder((Seq(tools.kill, "-s", signal, "--") ++ targets)*)
+      val killing = ProcessBuilder((Seq(tools.kill, "-s", signal, "--") ++ targets)*)
         .redirectInput(Redirect.from(File("/dev/null")))
         .redirectOutput(Redirect.DISCARD)
         .redirectError(Redirect.DISCARD)
-        .start().waitFor() == 0
+        .start()
+      var interrupted = false
+      var status = -1
+      while status < 0 do
+        try status = killing.waitFor()
+        catch case _: InterruptedException => interrupted = true
+      if interrupted then Thread.currentThread.interrupt()
+      status == 0
     catch case _: IOException => false
 
 /** The fields of /proc/PID/stat that tell a process's process group and session: "pid (comm)
@@ -382,8 +405,8 @@ private object ProcFile:
     catch case _: IOException => null
 
 /** The commands running now (each a session and process group: [[ProcessGroup]]), so that a stop
-  * can reach them all (a signal forwarded, or SIGKILL when the user will not wait). A command
-  * added after a stop is signalled as it joins.
+  * can reach them all (a signal forwarded, or SIGKILL when the user will not wait). No command
+  * starts after a stop; one whose start was under way when the stop came is signalled as it joins.
   */
 final class LiveGroups:
   private val groups = ConcurrentHashMap.newKeySet[ProcessGroup]()
@@ -393,11 +416,13 @@ final class LiveGroups:
   private val starting = java.util.concurrent.locks.ReentrantLock()
   @volatile private var halting = false
 
-  /** Starts a command with `start` and adds it, unless a halt ([[killAll]]) began: then None. */
+  /** Starts a command with `start` and adds it, unless a stop ([[stop]]) or a halt ([[killAll]])
+    * came first: then None. (A stop that comes while `start` runs reaches the command as it joins.)
+    */
   def start(start: () => ProcessGroup): Option[ProcessGroup] =
     starting.lock()
     try
-      if halting then None
+      if halting || stopSignal != null then None
       else
         val g = start()
         add(g)
@@ -408,6 +433,7 @@ final class LiveGroups:
     groups.add(g)
     val s = stopSignal
     if s != null then g.signal(s)
+
 
   def remove(g: ProcessGroup): Unit = groups.remove(g)
 

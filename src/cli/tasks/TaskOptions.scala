@@ -22,6 +22,15 @@ enum OutputOf(val token: String):
     */
   case Success extends OutputOf("success")
 
+/** `--stdin`: what each run reads on its stdin. */
+enum StdinOf(val token: String):
+  /** Nothing: /dev/null (runs of a schedule cannot share one input). */
+  case None extends StdinOf("none")
+  /** asyncpipe's stdin, read to its end before the first run (at most
+    * [[TaskOptions.MaxHeldBytes]]) and given whole to every run, as Debian's `retry` does.
+    */
+  case Replay extends StdinOf("replay")
+
 /** Which exit statuses of an attempt the schedule is told are failures. A failure goes on for
   * `retry` and `repeat --until-success` and ends `repeat --until-failure`; `every` goes on whatever
   * the status.
@@ -52,13 +61,16 @@ final case class TaskOptions(
     deadlineMillis: Option[Long] = None,
     dryRun: Boolean = false,
     verbose: Boolean = false,
-    output: OutputOf = OutputOf.All
+    output: OutputOf = OutputOf.All,
+    stdin: StdinOf = StdinOf.None
 ):
   def verb: String = kind.verb
 
 object TaskOptions:
   val DefaultKillAfterMillis: Long = 2000
-  /** The most of one run's output `--output success` holds until the run ends: 64 MiB. */
+  /** The most of one run's output `--output success` holds until the run ends, and the most of
+    * the input `--stdin replay` holds for every run: 64 MiB.
+    */
   val MaxHeldBytes: Long = 64L << 20
 
   // The options every task verb takes (before [[Kind]], whose cases read them as they are made).
@@ -72,14 +84,11 @@ object TaskOptions:
   val deadline: Opt[Long] = Opt("--deadline", Reader.millis(), "start no run that could not begin within D of the first one's start")
   val dryRun: Opt[Unit] = Opt.flag("--dry-run", "print the delays it would use (runs taking no time); run nothing")
   val verbose: Opt[Unit] = Opt.flag("--verbose", "log each run on stderr: number, delay, exit status, duration", short = Some("-v"))
-  private val common: Seq[Opt[?]] = Seq(timeout, killAfter, jitter, seed, deadline, dryRun, verbose)
-
-  private def outputOpt(default: OutputOf): Opt[OutputOf] =
-    Opt("--output", Reader.choice(OutputOf.values.toSeq)(_.token),
-      s"whose output goes on: every run's as it comes (all), or only a run that exits 0, held until it ends, at most 64 MiB (success); default ${default.token}")
-  val everyOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
-  val retryOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
-  val repeatOutput: Opt[OutputOf] = outputOpt(OutputOf.All)
+  val output: Opt[OutputOf] = Opt("--output", Reader.choice(OutputOf.values.toSeq)(_.token),
+    "whose output goes on: every run's as it comes (all, the default), or only a run that exits 0, held until it ends, at most 64 MiB (success)")
+  val stdin: Opt[StdinOf] = Opt("--stdin", Reader.choice(StdinOf.values.toSeq)(_.token),
+    "what each run reads: nothing, /dev/null (none, the default), or asyncpipe's stdin, read to its end first, at most 64 MiB, and given whole to every run (replay)")
+  private val common: Seq[Opt[?]] = Seq(output, stdin, timeout, killAfter, jitter, seed, deadline, dryRun, verbose)
 
   // every
   val spacing: Opt[Long] = Opt("--spacing", Reader.millis(), "instead of a fixed rate: wait D after each run ends")
@@ -110,19 +119,19 @@ object TaskOptions:
       "every",
       "asyncpipe every (DURATION | --spacing D) [OPTIONS] -- CMD [ARGS...]",
       "run a command on a fixed schedule",
-      Seq(spacing, everyCount, overlap, everyOutput) ++ common
+      Seq(spacing, everyCount, overlap) ++ common
     )
     case Retry extends Kind(
       "retry",
       "asyncpipe retry [OPTIONS] -- CMD [ARGS...]",
       "run a command until it succeeds, with backoff",
-      Seq(maxAttempts, retryBackoff, retryFactor, retryMaxDelay, retryOn, stopOn, retryOutput) ++ common
+      Seq(maxAttempts, retryBackoff, retryFactor, retryMaxDelay, retryOn, stopOn) ++ common
     )
     case Repeat extends Kind(
       "repeat",
       "asyncpipe repeat (--until-failure | --until-success) [OPTIONS] -- CMD [ARGS...]",
       "run a command repeatedly until it fails or succeeds",
-      Seq(untilFailure, untilSuccess, repeatCount, repeatBackoff, repeatFactor, repeatMaxDelay, repeatOutput) ++ common
+      Seq(untilFailure, untilSuccess, repeatCount, repeatBackoff, repeatFactor, repeatMaxDelay) ++ common
     )
 
     /** What the log and the dry run call one run of the command. */
@@ -161,13 +170,9 @@ object TaskOptions:
       case Kind.Repeat => repeat(kind, p, jittered)
     TaskOptions(
       kind, command, schedule, failing, overlapping, p.get(timeout), p.get(killAfter).getOrElse(DefaultKillAfterMillis),
-      p.get(seed), p.get(deadline), p.has(dryRun), p.has(verbose), outputOf(kind, p)
+      p.get(seed), p.get(deadline), p.has(dryRun), p.has(verbose), p.get(output).getOrElse(OutputOf.All),
+      p.get(stdin).getOrElse(StdinOf.None)
     )
-
-  private def outputOf(kind: Kind, p: Parsed): OutputOf = kind match
-    case Kind.Every  => p.get(everyOutput).getOrElse(OutputOf.All)
-    case Kind.Retry  => p.get(retryOutput).getOrElse(OutputOf.All)
-    case Kind.Repeat => p.get(repeatOutput).getOrElse(OutputOf.All)
 
   private type Scheduled = (TaskSchedule, Failing, Overlap)
 

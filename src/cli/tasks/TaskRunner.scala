@@ -127,11 +127,29 @@ final class TaskRunner(options: TaskOptions, io: Io):
     ExitCode.Ok
 
   private def execute(tools: GroupTools): Either[CliError, Int] =
+    replayed() match
+      case Left(error)  => Left(error)
+      case Right(input) => execute(tools, input)
+
+  /** With `--stdin replay`, asyncpipe's stdin to its end (before any run starts: a signal meanwhile
+    * ends the process at once, nothing having begun); otherwise null.
+    */
+  private def replayed(): Either[CliError, Array[Byte] | Null] =
+    if stdin == StdinOf.None then Right(null)
+    else
+      try
+        val bytes = io.in.readNBytes(Math.toIntExact(TaskOptions.MaxHeldBytes + 1))
+        if bytes.length > TaskOptions.MaxHeldBytes then
+          Left(CliError.Runtime(verb, s"its stdin is more than ${TaskOptions.MaxHeldBytes >> 20} MiB, the most '--stdin replay' holds for every run"))
+        else Right(bytes)
+      catch case e: IOException => Left(CliError.Runtime(verb, s"cannot read stdin for '--stdin replay': ${e.getMessage}"))
+
+  private def execute(tools: GroupTools, input: Array[Byte] | Null): Either[CliError, Int] =
     val live = LiveGroups()
     val control = RunControl(live)
     val tally = RunTally()
     val records = Records(io.out, control)
-    val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, records, live)
+    val attempt = Attempt(command, tools, timeoutMillis, killAfterMillis, records, live, input)
     Signals.onStop(
       stop => { log(s"SIG${stop.signalName}: stopping"); control.halt(StopReason.Signalled(stop)) },
       status => { live.killAll(); Signals.endNow(status) }

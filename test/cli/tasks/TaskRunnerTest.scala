@@ -38,9 +38,34 @@ class TaskRunnerTest extends munit.FunSuite:
   private def flaky(file: os.Path): Seq[String] =
     Seq("sh", "-c", s"""n=$$(cat '$file' 2>/dev/null || echo 0); n=$$((n+1)); echo $$n > '$file'; echo "attempt $$n"; [ $$n -ge 3 ]""")
 
-  private def launched(args: Seq[String]): os.CommandResult =
+  private def launched(args: Seq[String], stdin: os.Source = ""): os.CommandResult =
     assume(asyncpipe.cli.Launch.assembly.isDefined, "ASYNCPIPE_ASSEMBLY not set: run through ./mill")
-    os.proc(asyncpipe.cli.Launch.command(args*)).call(stdin = "", stderr = os.Pipe, check = false, timeout = 60_000)
+    os.proc(asyncpipe.cli.Launch.command(args*)).call(stdin = stdin, stderr = os.Pipe, check = false, timeout = 60_000)
+
+  /** [[flaky]] that also copies its stdin to its stdout, and fails unless that was `expected`. */
+  private def flakyReader(file: os.Path, expected: String): Seq[String] =
+    Seq("sh", "-c", s"""n=$$(cat '$file' 2>/dev/null || echo 0); n=$$((n+1)); echo $$n > '$file'; got=$$(cat); echo "attempt $$n read [$$got]"; [ $$n -ge 3 ] && [ "$$got" = '$expected' ]""")
+
+  test("--stdin replay gives every attempt all of asyncpipe's stdin; by default (none) each reads /dev/null"):
+    val dir = os.temp.dir(prefix = "asyncpipe-stdin-")
+    try
+      val input = "line one\nline two"
+      val replay = launched(Seq("retry", "--stdin", "replay", "--backoff", "10ms", "--") ++ flakyReader(dir / "a", input), stdin = input)
+      assertEquals((replay.exitCode, replay.out.text()),
+        (0, s"attempt 1 read [$input]\nattempt 2 read [$input]\nattempt 3 read [$input]\n"), replay.err.text())
+      val none = launched(Seq("retry", "--max-attempts", "3", "--backoff", "10ms", "--") ++ flakyReader(dir / "b", input), stdin = input)
+      assertEquals((none.exitCode, none.out.text()), (1, "attempt 1 read []\nattempt 2 read []\nattempt 3 read []\n"), none.err.text())
+      // with --output success: only the attempt that succeeded, having read it all
+      val both = launched(Seq("retry", "--stdin", "replay", "--output", "success", "--backoff", "10ms", "--") ++ flakyReader(dir / "c", input), stdin = input)
+      assertEquals((both.exitCode, both.out.text()), (0, s"attempt 3 read [$input]\n"), both.err.text())
+    finally os.remove.all(dir)
+
+  test("--stdin replay: a command that reads none of it still ends; more than 64 MiB is an error naming the bound"):
+    val ignored = launched(Seq("every", "10ms", "--count", "2", "--stdin", "replay", "--", "true"), stdin = "x" * 1_000_000)
+    assertEquals(ignored.exitCode, 0, ignored.err.text())
+    val big = launched(Seq("retry", "--stdin", "replay", "--", "true"), stdin = os.proc("head", "-c", "70000000", "/dev/zero").spawn().stdout)
+    assertEquals(big.exitCode, ExitCode.Runtime, big.err.text())
+    assert(big.err.text().contains("stdin is more than 64 MiB") && big.err.text().contains("--stdin replay"), big.err.text())
 
   test("retry --output success passes on only the attempt that succeeded; by default (--output all), every attempt's"):
     val dir = os.temp.dir(prefix = "asyncpipe-output-")

@@ -67,6 +67,35 @@ class TaskSessionTest extends munit.FunSuite, Watchdog:
       assertEquals(r.exit(Startup), status, r.err)
       assertNoneLeft(u1, u2)
 
+  // -----------------------------------------------------------------------------------------------
+  // a signal that met the JVM's own handler (one that came before asyncpipe's were in place)
+
+  /** The tool in a JVM whose exit (`System.exit(status)`, as the JVM's signal handler does) begins
+    * once `trigger` exists, or at once for `-`.
+    */
+  private def startExiting(env: Env, status: Int, trigger: String, args: String*): Running =
+    val classes = java.nio.file.Path.of(classOf[ExitDuringRun.type].getProtectionDomain.getCodeSource.getLocation.toURI).toString
+    val cp = s"${Launch.assembly.get}:$classes"
+    env.startCommand(Seq(Launch.java) ++ Launch.runtimeFlags ++ Seq("-cp", cp, "asyncpipe.cli.tasks.ExitDuringRun", status.toString, trigger) ++ args,
+      stdin = Redirect.from(File("/dev/null")))
+
+  e2e.test("the JVM's exit during a run (a signal the JVM's handler took) first stops the run's whole session: 143, nothing left"): env =>
+    val u = marker()
+    val started = env.dir / s"started-$u"
+    val r = startExiting(env, ExitCode.Terminated, started.toString,
+      "every", "10s", "--", "bash", "-c", s"set -m; sleep $u & touch $started; wait")
+    assertEquals(r.exit(Startup), ExitCode.Terminated, r.err)
+    assert(!r.err.contains("Exception"), r.err)
+    assertNoneLeft(u)
+
+  e2e.test("the JVM's exit beginning as the tool starts: no command is left running, 130, no stack trace"): env =>
+    for _ <- 1 to 3 do
+      val u = marker()
+      val r = startExiting(env, ExitCode.Interrupted, "-", "every", "10s", "--", "sleep", u)
+      assertEquals(r.exit(Startup), ExitCode.Interrupted, r.err)
+      assert(!r.err.contains("Exception"), r.err)
+      assertNoneLeft(u)
+
   e2e.test("a second SIGTERM kills the whole session at once, what ignores SIGTERM in another group too: 143, nothing left"): env =>
     val u = marker()
     // bash and its job ignore SIGTERM, and the grace before SIGKILL is long: only the second
