@@ -84,7 +84,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
           stage.inputs.head.detached && !stage.inputs.head.dropsWhenFull
         val sources = if direct then Nil else upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
         upstream = next
-        if direct then Seq(copy(stage.inputs.head, outputs.head, OutputGroup(1, stage.options.outputError)))
+        if direct then Seq(copy(stage.inputs.head, outputs.head, OutputGroup(1, stage.options.outputError), stage.options))
         else connect(sources, outputs, stage.options)
       }
       finished.foreach(_.await)
@@ -155,9 +155,9 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     * The future ends when the input has ended (or failed, or the flow stopped) and the output has
     * finished; a stop waits for a write in progress, and what the input reads after it is dropped.
     */
-  private def copy(input: Input, output: Output, group: OutputGroup)(using Async): Future[Unit] =
+  private def copy(input: Input, output: Output, group: OutputGroup, options: StageOptions)(using Async): Future[Unit] =
     watchReader(output, group)
-    val sink = DirectSink(input, output, group, control)
+    val sink = DirectSink(input, output, group, control, pacerFor(output, options))
     Future {
       val done = detachedPump(input, sink)
       Async.await(Async.race(done, control.stopped))
@@ -171,7 +171,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     val group = OutputGroup(outputs.size, options.outputError)
     outputs.foreach(watchReader(_, group))
     if sources.size == 1 && outputs.size == 1 then
-      Seq(Future(drain(outputs.head, Inbox.Direct(sources.head), 1, group)))
+      Seq(Future(drain(outputs.head, Inbox.Direct(sources.head), 1, group, pacerFor(outputs.head, options))))
     else
       val mux = ChannelMultiplexer[FrameBatch](math.max(1, options.buffer))
       val queues = outputs.map { o =>
@@ -180,7 +180,16 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
         o -> q
       }
       sources.foreach(mux.addPublisher)
-      queues.map((o, q) => Future(drain(o, Inbox.Muxed(q), sources.size, group)))
+      queues.map((o, q) => Future(drain(o, Inbox.Muxed(q), sources.size, group, pacerFor(o, options))))
+
+  /** With `--rate-limit`, a pacer of its own for each output of a stage's endpoints (the channel
+    * into the next stage of `run` is not one: that stage paces its own). Once the flow stops it
+    * no longer waits: what was read goes out at once, as without a limit.
+    */
+  private def pacerFor(output: Output, options: StageOptions): Pacer | Null =
+    options.rateLimit match
+      case Some(limit) if !output.isInstanceOf[ChannelOutput] => Pacer(limit, sleep = control.pause)
+      case _                                                   => null
 
   /** When `output` writes into a pipe or socket, a reader of it that goes away while the output
     * is idle ends it as a write would have (EPIPE): see [[ReaderWatch]].
@@ -193,7 +202,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     * failure it goes on reading (and dropping, releasing each message), so that nothing upstream
     * waits for it.
     */
-  private def drain(output: Output, inbox: Inbox, ends: Int, group: OutputGroup)(using Async): Unit =
+  private def drain(output: Output, inbox: Inbox, ends: Int, group: OutputGroup, pacer: Pacer | Null)(using Async): Unit =
     var seen = 0
     var ok = true
     def guarded(op: => Unit): Unit =
@@ -210,7 +219,9 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
           inbox.take()
       if m == null then seen = ends // closed: nothing more will come
       else if Message.isEnd(m) then seen += 1
-      else if ok then guarded(output.write(m))
+      else if ok then
+        if pacer == null then guarded(output.write(m))
+        else pacer.pass(m)(piece => if ok then guarded { output.write(piece); output.idle() })
       else m.release()
     guarded(output.finish())
 
@@ -237,14 +248,19 @@ object Flow:
     * `output` at once, on the sender's thread. After the output fails, or after `halt`, a message
     * is dropped and `send` throws a `CancellationException`, which ends the input's pump.
     */
-  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: FlowEnding)
+  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: FlowEnding, pacer: Pacer | Null)
       extends KernelSink:
     // Held while a message is written, so that `halt` waits for a write in progress.
     private val lock = java.util.concurrent.locks.ReentrantLock()
     private var open = true // under lock
     @volatile private var ok = true
 
+    // Paced: each piece is written and flushed on its turn, the waits outside the lock.
     def send(x: FrameBatch)(using Async): Unit =
+      if pacer == null then sendNow(x, flush = !input.atHand)
+      else pacer.pass(x)(piece => sendNow(piece, flush = true))
+
+    private def sendNow(x: FrameBatch, flush: Boolean)(using Async): Unit =
       lock.lock()
       try
         if !open || !ok then
@@ -252,15 +268,21 @@ object Flow:
           throw java.util.concurrent.CancellationException("the output has stopped")
         try
           output.write(x)
-          if !input.atHand then output.idle()
+          if flush then output.idle()
         catch case e: Exception if !cancelled(e) =>
           failed(e)
           throw java.util.concurrent.CancellationException("the output has failed")
       finally lock.unlock()
 
-    def kernelTarget: KernelTarget | Null = output.kernelTarget
+    /** A kernel copy under a limit of bytes moves at most a twentieth of a second's worth at a
+      * time; a limit of frames, or a lower one, reads the usual way, where frames can be counted
+      * and batches cut ([[Pacer]]).
+      */
+    def kernelTarget: KernelTarget | Null =
+      if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget else null
 
     def moveInKernel(n: Long)(move: Long => Long): Boolean =
+      if pacer != null then pacer.admit(n)
       lock.lock()
       try
         if !open || !ok then throw java.util.concurrent.CancellationException("the output has stopped")
@@ -336,9 +358,18 @@ object Flow:
     private val failedOutputs = java.util.concurrent.ConcurrentHashMap.newKeySet[Output]()
     @volatile private var warned = false
 
+    // Opened with `stopped`: a paced output's waits end at a stop (the rest goes out at once).
+    private val stopLatch = java.util.concurrent.CountDownLatch(1)
+
     def stop(why: StopReason): Unit =
       synchronized { if ending.isEmpty then ending = Some(why) }
       stopped.complete(Success(()))
+      stopLatch.countDown()
+
+    /** Waits `nanos`, or less if the flow stops meanwhile (or was stopped). */
+    def pause(nanos: Long): Unit =
+      try stopLatch.await(nanos, java.util.concurrent.TimeUnit.NANOSECONDS)
+      catch case _: InterruptedException => Thread.currentThread.interrupt()
 
     def failed(error: CliError): Unit =
       errors.add(error)

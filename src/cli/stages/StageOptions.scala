@@ -51,6 +51,7 @@ final case class StageOptions(
     stats: Boolean = false,
     statsJson: Boolean = false,
     progress: Boolean = false,
+    rateLimit: Option[RateLimit] = None,
     ins: Vector[Address] = Vector.empty,
     outs: Vector[Address] = Vector.empty,
     /** The names of the options given (here or, for a stage of `run`, before the pipeline). */
@@ -83,10 +84,12 @@ object StageOptions:
   val statsJson: Opt[Unit] = Opt.flag("--stats-json",
     "stderr as JSON lines: statistics each second and at exit, notices, warnings, errors")
   val progress: Opt[Unit] = Opt.flag("--progress", "a live progress line on stderr, when stderr is a terminal")
+  val rateLimit: Opt[RateLimit] = Opt("--rate-limit", RateLimit.reader,
+    "at most RATE through each output: bytes a second (10M, as pv -L) or frames a second (500f); whole frames, smoothly")
 
   /** The options every stage form accepts; `mux` adds [[muxOnly]]. */
   val common: Seq[Opt[?]] =
-    Seq(frame, buffer, onFull, oversize, count, idleTimeout, checkSeq, finalDelimiter, stats, statsJson, progress)
+    Seq(frame, buffer, onFull, oversize, count, idleTimeout, checkSeq, finalDelimiter, stats, statsJson, progress, rateLimit)
 
   val in: Opt[Address] = Opt("--in", addressAs(Role.Source), "another input (repeatable)", repeatable = true)
   val out: Opt[Address] = Opt("--out", addressAs(Role.Sink), "another output (repeatable)", repeatable = true)
@@ -129,6 +132,7 @@ object StageOptions:
       stats = base.stats || p.has(stats),
       statsJson = base.statsJson || p.has(statsJson),
       progress = base.progress || p.has(progress),
+      rateLimit = p.get(rateLimit).orElse(base.rateLimit),
       ins = base.ins ++ p.all(in),
       outs = base.outs ++ p.all(out),
       givenOptions = base.givenOptions ++ all(mux = true).filter(p.has).map(_.name)

@@ -98,6 +98,10 @@ final class TaskRunner(options: TaskOptions, io: Io):
 
   def run(): Either[CliError, Int] =
     CommandPath.resolve(command.head) match
+      case Left((reason, status)) if dryRun =>
+        // The plan is the point of a dry run, often written before the command exists.
+        io.err.println(s"asyncpipe $verb: note: ${command.head}: $reason${TaskRunner.shellHint(command)} (a real run would exit $status)")
+        Right(plan())
       case Left((reason, status)) => Left(CliError.CannotRun(verb, command.head, reason + TaskRunner.shellHint(command), status))
       case Right(_) =>
         if dryRun then Right(plan())

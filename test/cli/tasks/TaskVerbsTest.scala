@@ -268,9 +268,10 @@ class TaskVerbsTest extends munit.FunSuite, Watchdog:
       os.write(d / "flaky-test.sh", s"echo x >> ${d / "runs"}; test $$(wc -l < ${d / "runs"}) -lt 4\n", perms = "rwxr-xr-x")
       val flaky = run(d, example("asyncpipe repeat --until-failure --count 20 --timeout 10s -- ./flaky-test.sh")*)
       assertEquals((flaky.status, lines(d / "runs").size), (1, 4), flaky.err)
-      os.write(d / "upload.sh", "exit 0\n", perms = "rwxr-xr-x")
+      // pasted where there is no ./upload.sh yet: the plan all the same, and a note of what a run would do
       val dry = run(d, example("asyncpipe retry --dry-run --seed 7 --jitter full --backoff 1s --max-attempts 5 -- ./upload.sh")*)
       assertEquals(dry.status, 0, dry.err)
+      assert(dry.err.contains("note: ./upload.sh: No such file or directory (a real run would exit 127)"), dry.err)
       assert(dry.out.startsWith("attempt 1 at 0ms\nattempt 2 after "), dry.out)
       assertEquals(dry.out.linesIterator.size, 5, dry.out)
 
