@@ -123,7 +123,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     */
   private def feed(input: Input, options: StageOptions, consumers: Int)(using Async): ReadableChannel[FrameBatch] =
     val channel = newChannel[FrameBatch](options.buffer)
-    val shared = Sharing(channel, consumers)
+    val shared = if options.timestamp then Stamping(Sharing(channel, consumers)) else Sharing(channel, consumers)
     Future {
       val outcome: Option[Try[Unit]] =
         if input.detached then
@@ -157,7 +157,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
     */
   private def copy(input: Input, output: Output, group: OutputGroup, options: StageOptions)(using Async): Future[Unit] =
     watchReader(output, group)
-    val sink = DirectSink(input, output, group, control, pacerFor(output, options))
+    val sink = DirectSink(input, output, group, control, pacerFor(output, options), options.timestamp)
     Future {
       val done = detachedPump(input, sink)
       Async.await(Async.race(done, control.stopped))
@@ -244,19 +244,32 @@ object Flow:
       x.share(consumers)
       channel.trySend(x)
 
+  /** `--timestamp`: each batch an input sends is stamped with the time it is sent, which is when
+    * it was read ([[Timestamps]]).
+    */
+  private final class Stamping(channel: SendableChannel[FrameBatch]) extends SendableChannel[FrameBatch]:
+    def send(x: FrameBatch)(using Async): Unit = channel.send(Timestamps.stampNow(x))
+    /** Refused, `x` stays the caller's, as it would be without the stamp. */
+    def trySend(x: FrameBatch): Boolean =
+      val stamped = Timestamps.stamp(x, Timestamps.prefix(System.currentTimeMillis()))
+      val sent = channel.trySend(stamped)
+      if sent then x.release()
+      sent
+
   /** What a directly copied input sends into (see `Flow.copy`): each message is written to
     * `output` at once, on the sender's thread. After the output fails, or after `halt`, a message
     * is dropped and `send` throws a `CancellationException`, which ends the input's pump.
     */
-  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: FlowEnding, pacer: Pacer | Null)
-      extends KernelSink:
+  private final class DirectSink(input: Input, output: Output, group: OutputGroup, control: FlowEnding, pacer: Pacer | Null,
+      timestamp: Boolean) extends KernelSink:
     // Held while a message is written, so that `halt` waits for a write in progress.
     private val lock = java.util.concurrent.locks.ReentrantLock()
     private var open = true // under lock
     @volatile private var ok = true
 
     // Paced: each piece is written and flushed on its turn, the waits outside the lock.
-    def send(x: FrameBatch)(using Async): Unit =
+    def send(batch: FrameBatch)(using Async): Unit =
+      val x = if timestamp then Timestamps.stampNow(batch) else batch
       if pacer == null then sendNow(x, flush = !input.atHand)
       else pacer.pass(x)(piece => sendNow(piece, flush = true))
 
@@ -279,7 +292,9 @@ object Flow:
       * and batches cut ([[Pacer]]).
       */
     def kernelTarget: KernelTarget | Null =
-      if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget else null
+      if timestamp then null // each frame is changed on its way
+      else if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget
+      else null
 
     def moveInKernel(n: Long)(move: Long => Long): Boolean =
       if pacer != null then pacer.admit(n)

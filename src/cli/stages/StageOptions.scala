@@ -52,6 +52,7 @@ final case class StageOptions(
     statsJson: Boolean = false,
     progress: Boolean = false,
     rateLimit: Option[RateLimit] = None,
+    timestamp: Boolean = false,
     ins: Vector[Address] = Vector.empty,
     outs: Vector[Address] = Vector.empty,
     /** The names of the options given (here or, for a stage of `run`, before the pipeline). */
@@ -84,12 +85,14 @@ object StageOptions:
   val statsJson: Opt[Unit] = Opt.flag("--stats-json",
     "stderr as JSON lines: statistics each second and at exit, notices, warnings, errors")
   val progress: Opt[Unit] = Opt.flag("--progress", "a live progress line on stderr, when stderr is a terminal")
+  val timestamp: Opt[Unit] = Opt.flag("--timestamp",
+    "prefix each frame with the UTC time it was read and a space (2026-11-27T10:12:13.123Z ); lines and nul frames")
   val rateLimit: Opt[RateLimit] = Opt("--rate-limit", RateLimit.reader,
     "at most RATE through each output: bytes a second (10M, as pv -L) or frames a second (500f); whole frames, smoothly")
 
   /** The options every stage form accepts; `mux` adds [[muxOnly]]. */
   val common: Seq[Opt[?]] =
-    Seq(frame, buffer, onFull, oversize, count, idleTimeout, checkSeq, finalDelimiter, stats, statsJson, progress, rateLimit)
+    Seq(frame, buffer, onFull, oversize, count, idleTimeout, checkSeq, finalDelimiter, stats, statsJson, progress, rateLimit, timestamp)
 
   val in: Opt[Address] = Opt("--in", addressAs(Role.Source), "another input (repeatable)", repeatable = true)
   val out: Opt[Address] = Opt("--out", addressAs(Role.Sink), "another output (repeatable)", repeatable = true)
@@ -133,6 +136,7 @@ object StageOptions:
       statsJson = base.statsJson || p.has(statsJson),
       progress = base.progress || p.has(progress),
       rateLimit = p.get(rateLimit).orElse(base.rateLimit),
+      timestamp = base.timestamp || p.has(timestamp),
       ins = base.ins ++ p.all(in),
       outs = base.outs ++ p.all(out),
       givenOptions = base.givenOptions ++ all(mux = true).filter(p.has).map(_.name)

@@ -1,6 +1,7 @@
 package asyncpipe.cli.stages
 
 import asyncpipe.cli.command.*
+import asyncpipe.cli.frames.Framing
 
 import java.nio.file.Files
 
@@ -34,7 +35,10 @@ object Stages:
         CliError.BadToken(None, opt.name, s"${opt.name} is for $takers ${role.noun}s, and the ${role.noun}s here are $here: it would do nothing${own.headOption.getOrElse("")}",
           s"${opt.form} with a $takers ${role.noun}")
     }
-    refused.toLeft(())
+    val unstamped = plans.map(_.options).find(o => o.timestamp && (o.frame == Framing.Len || o.frame == Framing.Raw))
+    refused.orElse(unstamped.map(o => CliError.BadToken(None, "--timestamp",
+      s"--timestamp prefixes lines and nul frames, not ${o.frame.token} ones (--frame ${o.frame.token}): a reader of those would not expect one",
+      "--timestamp with --frame lines or nul"))).toLeft(())
 
   private def ends(p: StagePlan, role: Role): Seq[Address] = if role == Role.Source then p.inputs else p.outputs
 
