@@ -80,8 +80,9 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       val finished = live.zipWithIndex.flatMap { (stage, k) =>
         val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
         val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
+        // A --buffer given asks for reading ahead, which only a queue between the two gives.
         val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 &&
-          stage.inputs.head.detached && !stage.inputs.head.dropsWhenFull
+          stage.inputs.head.detached && !stage.inputs.head.dropsWhenFull && !stage.options.givenOptions(StageOptions.buffer.name)
         val sources = if direct then Nil else upstream.toSeq ++ stage.inputs.map(feed(_, stage.options, consumers(k)))
         upstream = next
         if direct then Seq(copy(stage.inputs.head, outputs.head, OutputGroup(1, stage.options.outputError), stage.options))

@@ -67,10 +67,27 @@ final case class StageLine(options: StageOptions, operands: Vector[String])
 object StageOptions:
   import Reader.choice
 
+  private val MaxBufferMessages: Long = 1L << 20
+
+  /** `--buffer`: a number of messages, or a size (with a unit: `64M`, `512K`) made into the number
+    * of the largest messages (a stream input's read, [[Endpoints.ReadSize]]) that fit in it, at
+    * least one: so a queue never holds more than SIZE bytes.
+    */
+  val bufferReader: Reader[Long] = new Reader[Long]:
+    private val messages = Reader.wholeNumber(0, MaxBufferMessages)
+    private val size = Reader.size(1, MaxBufferMessages * Endpoints.ReadSize)
+    def form: String = "N|SIZE"
+    def read(text: String): Either[String, Long] =
+      if Reader.isDigits(text) then messages.read(text)
+      else size.read(text) match
+        case Right(bytes) => Right(math.max(1L, bytes / Endpoints.ReadSize))
+        case Left(_) => Left(s"'$text' is neither a number of messages (0 to $MaxBufferMessages) nor a size (64M, 512K; at most ${Reader.renderSize(MaxBufferMessages * Endpoints.ReadSize)})")
+
+
   val frame: Opt[Framing] = Opt("--frame", choice(Framing.values.toSeq)(_.token),
     "how frames are laid out on byte streams (default lines)")
-  val buffer: Opt[Long] = Opt("--buffer", Reader.wholeNumber(0, 1 << 20),
-    "messages in flight between two stages (default 16; 0 = hand over one at a time)")
+  val buffer: Opt[Long] = Opt("--buffer", StageOptions.bufferReader,
+    "what each queue of a stage holds: N messages (default 16; 0 = hand over one at a time) or SIZE (64M: as many messages of at most 256 KiB as fit); given, a copy reads ahead through it")
   val onFull: Opt[OnFullPolicy] = Opt("--on-full", choice(OnFullPolicy.values.toSeq)(_.token),
     "a UDP source whose next stage is busy waits (block, default) or drops and counts")
   val oversize: Opt[Oversize] = Opt("--oversize", choice(Oversize.values.toSeq)(_.token),

@@ -11,3 +11,13 @@ class StageOptionsTest extends munit.FunSuite:
     assertEquals(bad.map(_ => ()), Left(CliError.BadToken(Some("mux"), "line", "--frame: 'line' is not one of lines, len, nul, raw; did you mean 'lines'?", "--frame lines|len|nul|raw")))
     val text = bad.left.toOption.get.render
     assert(text.contains("'line'") && text.contains("--frame lines|len|nul|raw"), s"rendered as: $text")
+
+  test("--buffer takes a number of messages or a size, made into as many of the largest messages as fit"):
+    def buffer(v: String) = StageOptions.parse(Seq("--buffer", v, "-"), None, "SYN", mux = false).map(_.options.buffer)
+    assertEquals(buffer("0"), Right(0))
+    assertEquals(buffer("100"), Right(100))
+    assertEquals(buffer("64M"), Right(64 * 4)) // 256 KiB messages
+    assertEquals(buffer("1K"), Right(1), "less than one message: one")
+    for bad <- Seq("10x", "-1", "1.5M", "2000000") do
+      val e = buffer(bad).left.toOption.map(_.render).getOrElse(fail(s"$bad was taken"))
+      assert(e.contains(s"'$bad'") && e.contains("--buffer"), e)
