@@ -69,6 +69,8 @@ object Chart:
   private val BarHeight = 16.0
   private val HeadingHeight = 32.0
   private val NoteHeight = 22.0
+  /** The shortest bar, in pixels: a ratio near 1.0x would otherwise hide under the 1.0x line. */
+  private val MinBar = 3.0
 
   private val Title = TextStyle(17, bold = true)
   private val Caption = TextStyle(12)
@@ -98,7 +100,7 @@ object Chart:
     val labelWidth = (comparisons.map(c => width(c.subject.name, Subject)) ++ comparisons.map(c => width(versus(c), Versus)) :+ 0.0).max
     val plotX0 = Margin + labelWidth + Gap * 2
     val plotX1 = plotX0 + PlotWidth
-    val valueX = plotX1 + Gap + (comparisons.map(c => width(Report.ratio(c.ratio), Value)) :+ 0.0).max
+    val valueX = plotX1 + Gap + (comparisons.map(c => width(Report.ratioOf(c), Value)) :+ 0.0).max
     val statusX = valueX + Gap
     val targetX = statusX + Seq("MISSED", "met", "no target").map(width(_, Value)).max + Gap
     val columnsEnd = targetX + (comparisons.map(c => width(targetText(c), Small)) :+ 0.0).max
@@ -149,7 +151,7 @@ object Chart:
         y += NoteHeight
       y += 6
     val plotBottom = y
-    grid(axis, plotX0, plotTop + 18, plotBottom, shapes)
+    val (gridLines, oneLine) = grid(axis, plotX0, plotTop + 18, plotBottom)
     axisLabels(axis, plotX0, y + 14, texts)
     y += 22 + Margin
 
@@ -160,7 +162,8 @@ object Chart:
     val w = math.ceil(right.max + Margin).toInt
     val h = math.ceil(y).toInt
     val bands = stripes.result().map(top => Shape.Box(Margin / 2, top, w - Margin, RowHeight, Stripe, "stripe"))
-    Chart(w, h, (Shape.Box(0, 0, w, h, White, "background") +: bands) ++ shapes.result() ++ textsDone)
+    // under the bars: the bands and the grid; over them: the 1.0x line each bar starts from, and the texts
+    Chart(w, h, (Shape.Box(0, 0, w, h, White, "background") +: bands) ++ gridLines ++ shapes.result() ++ (oneLine +: textsDone))
 
   /** One comparison's row at `y`: label, bar, target mark, ratio, status, target. */
   private def row(
@@ -174,14 +177,15 @@ object Chart:
     texts += Shape.Text(Margin, y + 33, versus(c), Versus, Grey, Anchor.Start, "label")
     val one = plotX0 + axis.x(1.0)
     axis.position(c.ratio).foreach { x =>
-      val end = plotX0 + x
+      // at least MinBar wide, on its side of 1.0x: a 0.98x shows which way it leans
+      val end = if c.ratio < 1 then math.min(plotX0 + x, one - MinBar) else math.max(plotX0 + x, one + MinBar)
       shapes += Shape.Box(math.min(one, end), y + (RowHeight - BarHeight) / 2, math.abs(end - one), BarHeight, colour, s"bar $status", c.label)
     }
     c.target.foreach { t =>
       val x = plotX0 + axis.x(t.mark)
       shapes += Shape.Line(x, y + 5, x, y + RowHeight - 5, Ink, 3, "target")
     }
-    val value = if axis.position(c.ratio).isDefined then Report.ratio(c.ratio) else "n/a"
+    val value = if axis.position(c.ratio).isDefined then Report.ratioOf(c) else "n/a"
     texts += Shape.Text(valueX, y + 25, value, Value, Ink, Anchor.End, "value")
     texts += Shape.Text(statusX, y + 25, verdict.fold("no target")(_.status), if verdict.exists(!_.met) then Value else Small, colour, Anchor.Start, "status")
     texts += Shape.Text(targetX, y + 25, targetText(c), Small, Grey, Anchor.Start, "target text")
@@ -197,9 +201,10 @@ object Chart:
     out += Shape.Text(x + 16, y + 13, "the target", Small, Ink, Anchor.Start, "legend")
     x + 16 + width("the target", Small)
 
-  private def grid(axis: Axis, plotX0: Double, top: Double, bottom: Double, out: collection.mutable.Growable[Shape]): Unit =
-    for t <- axis.ticks if t != 1.0 do out += Shape.Line(plotX0 + axis.x(t), top, plotX0 + axis.x(t), bottom, Grid, 1, "grid")
-    out += Shape.Line(plotX0 + axis.x(1.0), top, plotX0 + axis.x(1.0), bottom, Grey, 1.5, "one")
+  /** The grid line of every tick but 1.0x, and the 1.0x line. */
+  private def grid(axis: Axis, plotX0: Double, top: Double, bottom: Double): (Seq[Shape], Shape) =
+    val lines = for t <- axis.ticks if t != 1.0 yield Shape.Line(plotX0 + axis.x(t), top, plotX0 + axis.x(t), bottom, Grid, 1, "grid")
+    (lines, Shape.Line(plotX0 + axis.x(1.0), top, plotX0 + axis.x(1.0), bottom, Grey, 1.5, "one"))
 
   private def axisLabels(axis: Axis, plotX0: Double, y: Double, out: collection.mutable.Growable[Shape]): Unit =
     for t <- axis.ticks do out += Shape.Text(plotX0 + axis.x(t), y, Axis.label(t), Tick, Grey, Anchor.Middle, "tick")
@@ -218,10 +223,14 @@ object Chart:
     def position(ratio: Double): Option[Double] =
       Option.when(ratio > 0 && !ratio.isInfinite)(x(ratio.max(1 / span).min(span)))
 
-    /** Labelled ratios: 1-2-5 in every decade up to 50x, only the decades beyond. */
+    /** Labelled ratios: 1-2-5 in every decade up to 50x; beyond, the decades and 0.5x and 2x
+      * (where most ratios are, and labels a decade apart would leave them unread).
+      */
     def ticks: Seq[Double] =
-      val steps = if span <= 50 then Seq(1.0, 2.0, 5.0) else Seq(1.0)
-      for k <- -3 to 3; s <- steps; t = s * math.pow(10, k) if t >= 1 / span * 0.999 && t <= span * 1.001 yield t
+      val all =
+        if span <= 50 then for k <- -3 to 3; s <- Seq(1.0, 2.0, 5.0) yield s * math.pow(10, k)
+        else (-3 to 3).map(math.pow(10, _)) ++ Seq(0.5, 2.0)
+      all.filter(t => t >= 1 / span * 0.999 && t <= span * 1.001).sorted
 
   private[bench] object Axis:
     def apply(comparisons: Seq[Comparison]): Axis =

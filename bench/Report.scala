@@ -43,7 +43,7 @@ object Report:
         val cs = bySubject(name)
         val subjectRow = (name +: figures(cs.head.subject)) ++ Seq("", "", "")
         val baselineRows = cs.map { c =>
-          (s"  vs ${c.baseline.name}" +: figures(c.baseline)) ++ Seq(c.verdict.fold(ratio(c.ratio))(valueOf), targetText(c.verdict), status(c.verdict))
+          (s"  vs ${c.baseline.name}" +: figures(c.baseline)) ++ Seq(ratioOf(c), targetText(c.verdict), status(c.verdict))
         }
         subjectRow +: baselineRows
       }
@@ -68,8 +68,11 @@ object Report:
       val lines = missed.map((suite, v) => s"  $suite: ${v.row}: ${valueOf(v)}, target ${v.target.text(v.unit)}")
       lines.mkString(s"\n${missed.size} of ${all.size} targets MISSED:\n", "\n", "\n")
 
-  /** A ratio as the table, the summary and the chart show it. */
+  /** A ratio with two decimals. */
   private[bench] def ratio(x: Double): String = "%.2fx".formatLocal(java.util.Locale.ROOT, x)
+
+  /** A comparison's ratio as the table and the chart show it: see [[valueOf]]. */
+  private[bench] def ratioOf(c: Comparison): String = c.verdict.fold(ratio(c.ratio))(valueOf)
 
   /** A value held to a target, with two decimals, or more where two would make a missed target
     * look met (0.866x against ">= 0.87x" would read "0.87x"), or a met one look missed.

@@ -1,7 +1,6 @@
 package asyncpipe.bench
 
 import java.nio.file.{Files, Path}
-import javax.imageio.ImageIO
 
 /** A file the bench writes after its run (`--json`, `--plot`): checked when the options are read,
   * so that a path it could not write is a usage error before any suite runs, not an exception
@@ -29,8 +28,7 @@ final case class ChartFile(path: Path, format: ChartFormat):
   def write(results: Seq[SuiteResult], caption: String): Unit = format match
     case ChartFormat.Svg => Files.writeString(path, ChartSvg.render(Chart.layout(results, caption, ChartSvg.textWidth)))
     case ChartFormat.Png =>
-      val image = ChartPng.render(Chart.layout(results, caption, ChartPng.textWidth))
-      if !ImageIO.write(image, "png", path.toFile) then throw IllegalStateException(s"no PNG writer in this JDK for $path")
+      ChartPng.write(ChartPng.render(Chart.layout(results, caption, ChartPng.textWidth)), path)
 
 object ChartFile:
   /** `text` as a chart file: [[ReportFile.check]] holds (checked first: "it is a directory" says

@@ -266,6 +266,19 @@ class BenchTest extends munit.FunSuite:
       val (estimate, drawn) = (ChartSvg.textWidth(t, style), ChartPng.textWidth(t, style))
       assert(estimate >= drawn, s"'$t' $style: estimated $estimate, drawn $drawn")
 
+  test("the axis is centred on 1.0x and wide enough for every ratio and target, with 0.5x and 2x labelled"):
+    def axis(ratios: Double*) = Chart.Axis(ratios.map(r => Comparison(m("s", r), m("b", 1), None)))
+    assertEquals(axis(1.05).span, 2.0)
+    assertEquals(axis(1 / 13.78).span, 20.0, "a loss of 13.78x as far as a win of 13.78x")
+    assertEquals(axis(13.78).span, 20.0)
+    assertEquals(axis(0.5, 76.75).span, 100.0)
+    assertEquals(Chart.Axis(Seq(Comparison(m("s", 1), m("b", 1), Some(Target.atLeast(4.5))))).span, 10.0, "room for the target's mark")
+    assertEquals(axis(1e9).span, 1000.0, "at most 1000x either way")
+    assertEqualsDouble(axis(2).x(1.0) * 2, axis(2).x(2.0) + axis(2).x(0.5), 1e-9)
+    assertEquals(axis(13.78).ticks.map(Chart.Axis.label), Seq("0.05x", "0.1x", "0.2x", "0.5x", "1x", "2x", "5x", "10x", "20x"))
+    assertEquals(axis(76.75).ticks.map(Chart.Axis.label), Seq("0.01x", "0.1x", "0.5x", "1x", "2x", "10x", "100x"))
+    assertEquals(axis(0.0).position(0.0), None, "no bar for a ratio that is not a positive number")
+
   tempDir.test("the PNG chart decodes, has the laid-out size, and paints the 0.07x bar red left of 1.0x"): dir =>
     val results = Seq(pipeline, file, timers)
     val chartFile = ChartFile.read((dir / "chart.png").toString).fold(e => fail(e), identity)
@@ -288,7 +301,7 @@ object BenchTest:
     @volatile var runs = 0
     def run(h: Harness): SuiteResult = { runs += 1; result }
 
-  private def m(name: String, median: Double, unit: String = "MiB/s", spread: Double = 0.02) =
+  def m(name: String, median: Double, unit: String = "MiB/s", spread: Double = 0.02) =
     Measurement(name, Seq(median * (1 - spread / 2), median, median * (1 + spread / 2)), None, 0, unit)
 
   // The pipeline suite's shapes, with cat 13.78x faster than three asyncpipe processes (0.07x).
