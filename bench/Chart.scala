@@ -88,7 +88,7 @@ object Chart:
 
   /** The chart of `results`: one group per suite under its name, with how many of its targets
     * were met; one bar per comparison on a logarithmic axis centred on 1.0x (a win grows right, a
-    * loss left, as long as the factor is large), its target's mark across it, and in columns to
+    * loss left, each as long as its factor: 0.07x as far left as 14x right), its target's mark across it, and in columns to
     * the right the ratio, "met" / "MISSED" and the target; a suite's missed figures as lines of
     * text. `caption` names the machine. Texts are measured with `width`.
     */

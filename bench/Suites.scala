@@ -19,7 +19,6 @@ trait Suite:
 
 object Suites:
   val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite, TaskSuite)
-  def named(name: String): Option[Suite] = all.find(_.name == name)
 
 /** Futures: what a `Future { x }` costs over the virtual thread it runs on (start, complete,
   * await, one at a time from a virtual thread), and what a completed-then-mapped Promise costs
