@@ -2,8 +2,8 @@ package asyncpipe.bench
 
 import java.nio.file.Path
 
-/** Runs suites and reports them: a table per suite on `out`, progress on `progress` (a terminal
-  * only), and optionally JSON and an SVG chart.
+/** Runs suites and reports them: a table per suite on `out`, then the summary of the targets,
+  * progress on `progress` (a terminal only), and optionally JSON and a chart (SVG or PNG).
   */
 object Bench:
   def run(
@@ -12,7 +12,7 @@ object Bench:
       out: String => Unit,
       progress: Option[String => Unit],
       json: Option[Path],
-      plot: Option[Path]
+      plot: Option[ChartFile]
   ): Seq[SuiteResult] =
     val machine = Machine.current
     out(Report.header(machine))
@@ -27,9 +27,10 @@ object Bench:
       out(Report.table(r))
       r
     }
+    out(Report.summary(results))
     out(Report.footer(results, (System.nanoTime() - start) / 1e9))
     json.foreach(p => Report.write(p, Report.json(machine, results)))
-    plot.foreach(p => Report.write(p, Report.svg(results)))
+    plot.foreach(_.write(results, Report.header(machine).stripSuffix("\n")))
     results
 
   /** One fork of a forked suite (see [[Forks]]): measures it with `plan`, writes the result to `out`. */

@@ -58,18 +58,18 @@ object ChannelSuite extends Suite:
       multiplexed
     )
     val m = h.measureTogether(subjects*).map(x => x.name -> x).toMap
-    def compare(subject: String, baseline: String, target: Option[String]) = Comparison(m(subject), m(baseline), target)
+    def compare(subject: String, baseline: String, target: Option[Target]) = Comparison(m(subject), m(baseline), target)
     SuiteResult(name, Seq(
-      compare("SyncChannel", "SynchronousQueue put/take", Some(">= 1.0x")),
+      compare("SyncChannel", "SynchronousQueue put/take", Some(Target.atLeast(1.0))),
       compare("BufferedChannel(1)", "ArrayBlockingQueue(1)", None),
-      compare("BufferedChannel(16)", "ArrayBlockingQueue(16)", Some(">= 1.0x")),
-      compare("BufferedChannel(100)", "ArrayBlockingQueue(100)", Some(">= 1.0x")),
-      compare("UnboundedChannel", "LinkedTransferQueue put/take", Some(">= 1.0x")),
-      compare("BufferedChannel(100), 4 to 4", "ArrayBlockingQueue(100), 4 to 4", Some(">= 1.0x")),
-      compare("SyncChannel", "spin hand-off on two volatiles", Some(">= 0.3x")),
-      compare("ChannelMultiplexer, 1 to 1", "BufferedChannel(16)", Some(">= 0.5x"))
+      compare("BufferedChannel(16)", "ArrayBlockingQueue(16)", Some(Target.atLeast(1.0))),
+      compare("BufferedChannel(100)", "ArrayBlockingQueue(100)", Some(Target.atLeast(1.0))),
+      compare("UnboundedChannel", "LinkedTransferQueue put/take", Some(Target.atLeast(1.0))),
+      compare("BufferedChannel(100), 4 to 4", "ArrayBlockingQueue(100), 4 to 4", Some(Target.atLeast(1.0))),
+      compare("SyncChannel", "spin hand-off on two volatiles", Some(Target.atLeast(0.3))),
+      compare("ChannelMultiplexer, 1 to 1", "BufferedChannel(16)", Some(Target.atLeast(0.5)))
     ), m("BufferedChannel(100)").bytesPerOp.toSeq.map { b =>
-      Figure("BufferedChannel(100) allocation per element", b, "B/op", Some("<= 16 B/op"))
+      Figure("BufferedChannel(100) allocation per element", b, "B/op", Some(Target.atMost(16)))
     })
 
   /** Values moved through a fresh channel from `parties` senders to `parties` readers. */

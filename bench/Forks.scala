@@ -40,7 +40,7 @@ private[bench] object Forks:
   def pool(results: Seq[SuiteResult]): SuiteResult =
     require(results.nonEmpty, "no fork results to pool")
     val first = results.head
-    def measurements(r: SuiteResult) = r.comparisons.flatMap(c => Seq(c.subject, c.baseline)).map(m => m.name -> m).toMap
+    def measurements(r: SuiteResult) = r.measurements.map(m => m.name -> m).toMap
     val all = results.map(measurements)
     val pooled = measurements(first).keys.map { name =>
       val ms = all.map(_.getOrElse(name, throw IllegalStateException(s"fork results differ: no '$name' in one")))
@@ -59,20 +59,20 @@ private[bench] object Forks:
   // ---------------------------------------------------------------------------------------------
   // The fork's result file: one line per measurement (M), comparison (C) and figure (F), fields
   // separated by tabs, "-" for an absent value; numbers as Double.toString writes them, so they
-  // read back exactly.
+  // read back exactly; a target as its Target.spec.
 
   def encode(r: SuiteResult): String =
     def field(s: String) =
       require(!s.exists(c => c == '\t' || c == '\n'), s"a tab or newline in '$s'")
       s
     def opt(o: Option[String]) = o.fold("-")(field)
-    val ms = r.comparisons.flatMap(c => Seq(c.subject, c.baseline)).distinctBy(_.name)
+    val ms = r.measurements
     val lines =
       Seq(s"S\t${field(r.name)}") ++
         ms.map(m => Seq("M", field(m.name), field(m.unit), opt(m.bytesPerOp.map(_.toString)), m.gcCount.toString,
           m.perIteration.mkString(" ")).mkString("\t")) ++
-        r.comparisons.map(c => Seq("C", c.subject.name, c.baseline.name, opt(c.target)).mkString("\t")) ++
-        r.figures.map(f => Seq("F", field(f.name), f.value.toString, field(f.unit), opt(f.target)).mkString("\t"))
+        r.comparisons.map(c => Seq("C", c.subject.name, c.baseline.name, opt(c.target.map(_.spec))).mkString("\t")) ++
+        r.figures.map(f => Seq("F", field(f.name), f.value.toString, field(f.unit), opt(f.target.map(_.spec))).mkString("\t"))
     lines.mkString("", "\n", "\n")
 
   def decode(text: String): SuiteResult =
@@ -84,9 +84,10 @@ private[bench] object Forks:
       case (_, Seq("M", n, unit, bytes, gcs, its)) =>
         n -> Measurement(n, its.split(' ').toSeq.map(_.toDouble), opt(bytes).map(_.toDouble), gcs.toLong, unit)
     }.toMap
-    val comparisons = rows.collect { case (line, Seq("C", s, b, target)) =>
-      Comparison(ms.getOrElse(s, throw bad(line)), ms.getOrElse(b, throw bad(line)), opt(target))
+    def target(line: String, spec: String) = opt(spec).map(t => Target.parse(t).getOrElse(throw bad(line)))
+    val comparisons = rows.collect { case (line, Seq("C", s, b, t)) =>
+      Comparison(ms.getOrElse(s, throw bad(line)), ms.getOrElse(b, throw bad(line)), target(line, t))
     }
-    val figures = rows.collect { case (_, Seq("F", n, v, unit, target)) => Figure(n, v.toDouble, unit, opt(target)) }
+    val figures = rows.collect { case (line, Seq("F", n, v, unit, t)) => Figure(n, v.toDouble, unit, target(line, t)) }
     rows.foreach { case (line, fields) => if !Set("S", "M", "C", "F")(fields.head) then throw bad(line) }
     SuiteResult(name, comparisons, figures)

@@ -64,17 +64,30 @@ object Measurement:
   private def medianOfSorted(sorted: Seq[Double]): Double = sorted(sorted.size / 2)
 
 /** A subject against its baseline, measured in the same run; `ratio` = subject / baseline
-  * throughput, so above 1 is faster. `target` states the goal the ratio is held to, if any.
+  * throughput, so above 1 is faster. `target` is the goal the ratio is held to, if any.
   */
-final case class Comparison(subject: Measurement, baseline: Measurement, target: Option[String]):
+final case class Comparison(subject: Measurement, baseline: Measurement, target: Option[Target]):
   def ratio: Double = subject.median / baseline.median
+  /** How the summary and the chart name it. */
+  def label: String = s"${subject.name} vs ${baseline.name}"
+  def verdict: Option[Verdict] = target.map(Verdict(label, ratio, Target.Ratio, _))
 
 /** A suite's results: comparisons plus free-standing figures (heap, lateness) with their units;
   * `forks` is how many JVMs measured them (their iterations pooled); `seconds` is how long the
   * suite took, set by [[Bench.run]] (0 until then).
   */
-final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1, seconds: Double = 0)
-final case class Figure(name: String, value: Double, unit: String, target: Option[String])
+final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1, seconds: Double = 0):
+  /** Every target of the suite against its value: the comparisons' in order, then the figures'. */
+  def verdicts: Seq[Verdict] = comparisons.flatMap(_.verdict) ++ figures.flatMap(_.verdict)
+
+  /** Each measurement once, in the order the comparisons first name it (a baseline may serve
+    * several comparisons, a subject several baselines).
+    */
+  def measurements: Seq[Measurement] = comparisons.flatMap(c => Seq(c.subject, c.baseline)).distinctBy(_.name)
+
+/** A free-standing figure in its `unit`, held to `target` (in the same unit) if it has one. */
+final case class Figure(name: String, value: Double, unit: String, target: Option[Target]):
+  def verdict: Option[Verdict] = target.map(Verdict(name, value, unit, _))
 
 /** Something to measure: `body(ops)` runs `ops` operations (`fullOps` scaled by the plan). */
 final case class Subject(name: String, fullOps: Int, allocation: Allocation = Allocation.NotMeasured)(val body: Int => Unit)

@@ -48,7 +48,7 @@ object FileSuite extends Suite:
               Subject(s"Files.writeString $label", fullOps)(k => times(k)(Files.writeString(file, text)))
             ): @unchecked
             if Files.size(file) != size then throw IllegalStateException(s"$path has ${Files.size(file)} bytes, wrote $size")
-            val target = if size > 4 then ">= 0.87x (time <= 1.15x)" else ">= 0.67x (time <= 1.5x)"
+            val target = Target.timeWithin(if size > 4 then 1.15 else 1.5)
             Seq(Comparison(read, filesRead, Some(target)), Comparison(write, filesWrite, Some(target)))
           }
         }
@@ -101,7 +101,7 @@ object UdpSuite extends Suite:
         buffer = a.receiveBuffer
     val subject = Measurement(s"SocketUDP receive loop, of $count", ours.result(), None, 0, "received")
     val baseline = Measurement(s"DatagramChannel receive loop, of $count", plain.result(), None, 0, "received")
-    SuiteResult(name, Seq(Comparison(subject, baseline, Some(">= 1.0x"))), Seq(
+    SuiteResult(name, Seq(Comparison(subject, baseline, Some(Target.atLeast(1.0)))), Seq(
       Figure("SocketUDP received, median", subject.median * 100 / count, "%", None),
       Figure("DatagramChannel received, median", baseline.median * 100 / count, "%", None),
       Figure("kernel receive buffer (SO_RCVBUF)", buffer / 1024.0, "KiB", None)

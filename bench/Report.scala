@@ -19,25 +19,74 @@ object Machine:
       s"${sys.props("java.vm.name")} ${sys.props("java.runtime.version")}"
     )
 
-/** Renders results as a terminal table, as JSON, and as an SVG bar chart of the ratios. */
+/** Renders results as terminal tables with a summary of the targets, and as JSON (the chart: [[Chart]]). */
 object Report:
   def header(m: Machine): String = s"machine: ${m.cpu}, ${m.cores} cores, ${m.os}; ${m.jdk}\n"
 
+  /** A suite's tables. Comparisons: each subject on a row of its own, then one row per baseline
+    * it is compared with ("  vs BASELINE") that carries the ratio, its target and whether it was
+    * met. A measurement that already has a row (a baseline shared by two comparisons, a subject
+    * that is another's baseline) is named again with "as above" instead of its figures, so every
+    * figure is printed once; so is each warning about a noisy measurement. Figures: value,
+    * target, status.
+    */
   def table(r: SuiteResult): String =
     val pooled = if r.forks > 1 then s"${r.forks} JVMs, their iterations pooled; " else ""
     val b = StringBuilder(s"\n== ${r.name} ($pooled${seconds(r.seconds)})\n")
     if r.comparisons.nonEmpty then
-      val rows = r.comparisons.flatMap { c =>
-        Seq(row(c.subject, f"${c.ratio}%.2fx", c.target.getOrElse("")), row(c.baseline, "baseline", ""))
+      val shown = collection.mutable.Set.empty[String]
+      def figures(m: Measurement): Seq[String] =
+        if shown.add(m.name) then Seq(s"${number(m.median)} ${m.unit}", s"${number(m.min)}-${number(m.max)}", m.bytesPerOp.fold("")(b => f"$b%.0f"))
+        else Seq("as above", "", "")
+      val bySubject = r.comparisons.groupBy(_.subject.name)
+      val rows = r.comparisons.map(_.subject.name).distinct.flatMap { name =>
+        val cs = bySubject(name)
+        val subjectRow = (name +: figures(cs.head.subject)) ++ Seq("", "", "")
+        val baselineRows = cs.map { c =>
+          (s"  vs ${c.baseline.name}" +: figures(c.baseline)) ++ Seq(ratioOf(c), targetText(c.verdict), status(c.verdict))
+        }
+        subjectRow +: baselineRows
       }
-      b ++= render(Seq("subject", "median", "min-max", "B/op", "ratio", "target") +: rows)
-      for c <- r.comparisons; m <- Seq(c.subject, c.baseline) if m.noisy do
+      b ++= render(Seq("subject", "median", "min-max", "B/op", "ratio", "target", "status") +: rows)
+      for m <- r.measurements if m.noisy do
         b ++= f"warning: '${m.name}' spread ${m.spread * 100}%.0f%% between iterations; the machine may be busy\n"
     if r.figures.nonEmpty then
-      b ++= render(Seq("figure", "value", "", "", "", "target") +: r.figures.map { f =>
-        Seq(f.name, f"${f.value}%,.2f ${f.unit}", "", "", "", f.target.getOrElse(""))
+      b ++= render(Seq("figure", "value", "target", "status") +: r.figures.map { f =>
+        Seq(f.name, f.verdict.fold(f"${f.value}%,.2f ${f.unit}")(valueOf), targetText(f.verdict), status(f.verdict))
       })
     b.toString
+
+  /** After every suite's table: each missed target (suite, row, measured against the target), or
+    * that all were met. `--check` fails the run on the same list.
+    */
+  def summary(results: Seq[SuiteResult]): String =
+    val all = for r <- results; v <- r.verdicts yield (r.name, v)
+    val missed = all.filterNot(_._2.met)
+    if all.isEmpty then "\nno targets to check\n"
+    else if missed.isEmpty then s"\nall ${all.size} targets met\n"
+    else
+      val lines = missed.map((suite, v) => s"  $suite: ${v.row}: ${valueOf(v)}, target ${v.target.text(v.unit)}")
+      lines.mkString(s"\n${missed.size} of ${all.size} targets MISSED:\n", "\n", "\n")
+
+  /** A ratio with two decimals. */
+  private[bench] def ratio(x: Double): String = "%.2fx".formatLocal(java.util.Locale.ROOT, x)
+
+  /** A comparison's ratio as the table and the chart show it: see [[valueOf]]. */
+  private[bench] def ratioOf(c: Comparison): String = c.verdict.fold(ratio(c.ratio))(valueOf)
+
+  /** A value held to a target, with two decimals, or more where two would make a missed target
+    * look met (0.866x against ">= 0.87x" would read "0.87x"), or a met one look missed.
+    */
+  private[bench] def valueOf(v: Verdict): String =
+    def rounded(d: Int) = BigDecimal(v.measured).setScale(d, BigDecimal.RoundingMode.HALF_UP).toDouble
+    val decimals =
+      if v.measured.isNaN || v.measured.isInfinite then 2
+      else (2 to 6).find(d => v.target.met(rounded(d)) == v.met).getOrElse(6)
+    val n = s"%,.${decimals}f".formatLocal(java.util.Locale.ROOT, v.measured)
+    if v.unit == Target.Ratio then n + Target.Ratio else s"$n ${v.unit}"
+
+  private def targetText(v: Option[Verdict]): String = v.fold("")(v => v.target.text(v.unit))
+  private def status(v: Option[Verdict]): String = v.fold("")(_.status)
 
   /** The closing line: how many suites, in how long (the full run's target is under 5 minutes). */
   def footer(results: Seq[SuiteResult], total: Double): String =
@@ -46,9 +95,6 @@ object Report:
   /** A duration: whole seconds, with a tenth below 10 s (the timers suite takes under one). */
   private def seconds(s: Double): String =
     (if s < 10 then "%.1f s" else "%.0f s").formatLocal(java.util.Locale.ROOT, s)
-
-  private def row(m: Measurement, ratio: String, target: String): Seq[String] =
-    Seq(m.name, s"${number(m.median)} ${m.unit}", s"${number(m.min)}-${number(m.max)}", m.bytesPerOp.fold("")(b => f"$b%.0f"), ratio, target)
 
   /** A figure with three significant digits at least: millions of ops/s in whole numbers, a few
     * runs/s with their decimals.
@@ -63,15 +109,17 @@ object Report:
 
   // ---------------------------------------------------------------------------------------------
   // JSON: {"machine": {...}, "suites": [{"name", "forks", "seconds", "comparisons": [{"subject": M,
-  // "baseline": M, "ratio", "target"}], "figures": [{"name", "value", "unit", "target"}]}]}, where M is
-  // {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"}.
+  // "baseline": M, "ratio", "target", "met"}], "figures": [{"name", "value", "unit", "target", "met"}]}]},
+  // where M is {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"};
+  // "target" is the target's text as the table shows it and "met" whether it was met (both null
+  // where there is no target).
 
   def json(machine: Machine, results: Seq[SuiteResult]): String =
     def str(s: String) = "\"" + s.flatMap {
       case '"' => "\\\""; case '\\' => "\\\\"; case '\n' => "\\n"; case c if c < ' ' => f"\\u${c.toInt}%04x"; case c => c.toString
     } + "\""
     def num(d: Double) = if d.isNaN || d.isInfinite then "null" else d.toString
-    def opt(o: Option[String]) = o.fold("null")(str)
+    def target(v: Option[Verdict]) = Seq("target" -> v.fold("null")(v => str(v.target.text(v.unit))), "met" -> v.fold("null")(_.met.toString))
     def obj(fields: (String, String)*) = fields.map((k, v) => s"${str(k)}: $v").mkString("{", ", ", "}")
     def arr(items: Seq[String]) = items.mkString("[", ", ", "]")
     def meas(m: Measurement) = obj(
@@ -87,42 +135,12 @@ object Report:
           "forks" -> r.forks.toString,
           "seconds" -> num(r.seconds),
           "comparisons" -> arr(r.comparisons.map(c =>
-            obj("subject" -> meas(c.subject), "baseline" -> meas(c.baseline), "ratio" -> num(c.ratio), "target" -> opt(c.target)))),
+            obj(Seq("subject" -> meas(c.subject), "baseline" -> meas(c.baseline), "ratio" -> num(c.ratio)) ++ target(c.verdict)*))),
           "figures" -> arr(r.figures.map(f =>
-            obj("name" -> str(f.name), "value" -> num(f.value), "unit" -> str(f.unit), "target" -> opt(f.target))))
+            obj(Seq("name" -> str(f.name), "value" -> num(f.value), "unit" -> str(f.unit)) ++ target(f.verdict)*)))
         )
       })
     ) + "\n"
 
-  // ---------------------------------------------------------------------------------------------
-  // SVG: one horizontal bar per comparison, length = ratio, with a line at 1.0x.
-
-  def svg(results: Seq[SuiteResult]): String =
-    val bars = results.flatMap(r => r.comparisons.map(c => (s"${r.name}: ${c.subject.name} vs ${c.baseline.name}", c.ratio)))
-    val labelWidth = 430
-    val barArea = 360
-    val rowHeight = 26
-    val scaleMax = math.max(2.0, (bars.map(_._2) :+ 1.0).max * 1.1)
-    def x(ratio: Double) = labelWidth + ratio / scaleMax * barArea
-    val height = 50 + bars.size * rowHeight
-    val width = labelWidth + barArea + 80
-    def esc(s: String) = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    val rows = bars.zipWithIndex.map { case ((label, ratio), i) =>
-      val y = 30 + i * rowHeight
-      val colour = if ratio >= 1 then "#2e7d32" else "#c62828"
-      s"""<text x="${labelWidth - 8}" y="${y + 15}" text-anchor="end">${esc(label)}</text>
-         |<rect x="$labelWidth" y="${y + 3}" width="${x(ratio) - labelWidth}" height="16" fill="$colour"/>
-         |<text x="${x(ratio) + 5}" y="${y + 15}">${f"$ratio%.2f"}x</text>""".stripMargin
-    }
-    s"""<svg xmlns="http://www.w3.org/2000/svg" width="$width" height="$height" font-family="sans-serif" font-size="13">
-       |<rect width="100%" height="100%" fill="white"/>
-       |<text x="10" y="18" font-weight="bold">asyncpipe bench: throughput ratio to the baseline (higher is better)</text>
-       |${rows.mkString("\n")}
-       |<line x1="${x(1.0)}" y1="26" x2="${x(1.0)}" y2="${height - 10}" stroke="black" stroke-dasharray="4 3"/>
-       |<text x="${x(1.0) + 3}" y="${height - 12}">1.0x</text>
-       |</svg>
-       |""".stripMargin
-
-  def write(path: Path, text: String): Unit =
-    Option(path.toAbsolutePath.getParent).foreach(Files.createDirectories(_))
-    Files.writeString(path, text)
+  /** Writes `text` to `path`, whose directory exists ([[ReportFile]] checked it before the run). */
+  def write(path: Path, text: String): Unit = Files.writeString(path, text)

@@ -38,9 +38,9 @@ object TaskSuite extends Suite:
       Seq(Comparison(
         Measurement("asyncpipe retry --max-attempts 1 -- true", runner.result(), None, 0, "runs/s"),
         Measurement("asyncpipe --version, then true", baseline.result(), None, 0, "runs/s"),
-        Some(">= 0.83x (within 1.2x)")
+        Some(Target.timeWithin(1.2))
       )),
-      Seq(Figure(s"every 100ms --count $count -- true: wall time", everyMillis, "ms", Some(s"< ${count * 100 + 100} ms")))
+      Seq(Figure(s"every 100ms --count $count -- true: wall time", everyMillis, "ms", Some(Target.below(count * 100 + 100))))
     )
 
   /** Nanoseconds that sh takes to run `command`, its output discarded; the suite fails if it fails. */

@@ -9,10 +9,10 @@ class ForksTest extends munit.FunSuite:
 
   private val one = SuiteResult("channels",
     Seq(
-      Comparison(m("A", Seq(10, 11, 12), Some(8.5), 1), m("base", Seq(5, 5.5, 6)), Some(">= 1.0x")),
+      Comparison(m("A", Seq(10, 11, 12), Some(8.5), 1), m("base", Seq(5, 5.5, 6)), Some(Target.atLeast(1.0))),
       Comparison(m("A", Seq(10, 11, 12), Some(8.5), 1), m("spin", Seq(20, 21, 1e-3)), None)
     ),
-    Seq(Figure("A allocation per element", 8.5, "B/op", Some("<= 16 B/op")), Figure("odd, name: 1/2", 0.1, "ms", None)))
+    Seq(Figure("A allocation per element", 8.5, "B/op", Some(Target.atMost(16))), Figure("odd, name: 1/2", 0.1, "ms", None)))
 
   test("a fork does the whole warm-up and its share of the iterations, at least two"):
     assertEquals(Plan.Full.perFork, Plan(3, 2, 1.0, 1))
@@ -32,6 +32,13 @@ class ForksTest extends munit.FunSuite:
     assertEquals(back.comparisons(1).target, None)
     assertEquals(back.comparisons(1).baseline.perIteration.last, 1e-3)
 
+  test("every kind of target survives a fork's result file, and one the reader does not know fails"):
+    val targets = Seq(Target.atLeast(0.95), Target.atMost(16), Target.below(5100), Target.exactly(100), Target.timeWithin(1.15))
+    val r = one.copy(figures = targets.zipWithIndex.map((t, i) => Figure(s"figure $i", i.toDouble, "ms", Some(t))))
+    assertEquals(Forks.decode(Forks.encode(r)).figures.map(_.target), targets.map(Some(_)))
+    val e = intercept[IllegalStateException](Forks.decode(Forks.encode(one) + "F\tx\t1.0\tms\tAbout:3\n"))
+    assert(e.getMessage.contains("About:3"), e.getMessage)
+
   test("a line the reader does not know fails with the line in the message"):
     val e = intercept[IllegalStateException](Forks.decode(Forks.encode(one) + "X\tsomething new\n"))
     assert(e.getMessage.contains("'X\tsomething new'"), e.getMessage)
@@ -39,10 +46,10 @@ class ForksTest extends munit.FunSuite:
   test("pooling joins every fork's iterations, adds GC counts, takes medians of bytes and figures"):
     val two = SuiteResult("channels",
       Seq(
-        Comparison(m("A", Seq(30, 31), Some(9.5), 2), m("base", Seq(7, 8)), Some(">= 1.0x")),
+        Comparison(m("A", Seq(30, 31), Some(9.5), 2), m("base", Seq(7, 8)), Some(Target.atLeast(1.0))),
         Comparison(m("A", Seq(30, 31), Some(9.5), 2), m("spin", Seq(22, 23)), None)
       ),
-      Seq(Figure("A allocation per element", 9.5, "B/op", Some("<= 16 B/op")), Figure("odd, name: 1/2", 0.3, "ms", None)))
+      Seq(Figure("A allocation per element", 9.5, "B/op", Some(Target.atMost(16))), Figure("odd, name: 1/2", 0.3, "ms", None)))
     val three = two.copy(figures = two.figures.map(f => f.copy(value = f.value * 10)))
     val p = Forks.pool(Seq(one, two, three))
     assertEquals(p.forks, 3)

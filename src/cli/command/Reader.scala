@@ -28,6 +28,7 @@ trait Reader[A]:
       def form: String = base.form
       def read(text: String): Either[String, B] = base.read(text).flatMap(f)
       override def words: Seq[String] = base.words
+      override def isPath: Boolean = base.isPath
 
   /** This reader under another placeholder. */
   final def as(placeholder: String): Reader[A] =
@@ -36,6 +37,7 @@ trait Reader[A]:
       def form: String = placeholder
       def read(text: String): Either[String, A] = base.read(text)
       override def words: Seq[String] = base.words
+      override def isPath: Boolean = base.isPath
 
 /** The readers, one per value type: whole numbers, sizes, durations, decimals and word choices. */
 object Reader:

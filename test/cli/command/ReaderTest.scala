@@ -76,3 +76,8 @@ class ReaderTest extends munit.FunSuite:
     assertEquals(Reader.path().read("a b/c"), Right("a b/c"))
     refuses(Reader.path(), "", "empty")
     assert(Reader.path().isPath && !Reader.positive.isPath)
+
+  test("a reader checked further (andThen) or renamed (as) is still completed as a file when it was one"):
+    assert(Reader.path().andThen(p => Right(p.length)).isPath, "andThen dropped isPath")
+    assert(Reader.path().as("FILE.svg").isPath, "as dropped isPath")
+    assert(!Reader.positive.andThen(n => Right(n)).isPath)
