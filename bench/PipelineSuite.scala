@@ -24,7 +24,11 @@ import scala.jdk.CollectionConverters.*
   *   - `mux` over about 200 MB of `seq` output (short lines), pipe to pipe, against `cat` in the
   *     same place (`cat SEQ | X | cat`): the per-frame cost of line framing. (`cat < FILE >
   *     /dev/null` alone copies nothing and would compare start-up times.)
-  *   - figures: the in-process pipeline's frames/s and MiB/s on the `seq` lines; how long an
+  *   - what shaping costs when it does not shape: the three-process copy with `--rate-limit 1T`
+  *     on its first stage against it as it is, and (where util-linux `script` gives a terminal)
+  *     with `--progress` drawing against it on the same terminal: each within 2 %.
+  *   - figures: `--rate-limit 10M` over 100 MB, how far off the rate it kept (its own elapsed
+  *     time, from `--stats-json`: within 2 %, as pv -L gets within about 1 %); the in-process pipeline's frames/s and MiB/s on the `seq` lines; how long an
   *     interactive line takes through `mux` (a person typing must not wait for a full buffer);
   *     100,000 datagrams paced at 50,000/s into `udp:PORT,rcvbuf=4M | file:OUT` (all must arrive,
   *     in order), and unpaced (received + dropped must equal sent); and the heap of a stage whose
@@ -48,7 +52,8 @@ object PipelineSuite extends Suite:
       shell(s"seq 1 ${h.plan.ops(25_000_000)} > ${q(lines)}")
       val rounds = 1 + math.min(h.plan.iterations, 5)
       val out = dir.resolve("out")
-      val cat3, three, inProcess, oneCopy, cat1, mux1 = Seq.newBuilder[Double]
+      val cat3, three, inProcess, oneCopy, cat1, mux1, limited, plainTty, progressTty = Seq.newBuilder[Double]
+      val tty = Processes.onPath("script") // util-linux: a terminal for --progress to draw on
       for round <- 1 to rounds do
         val measured = round > 1
         h.progress(s"pipeline: round $round of $rounds${if measured then "" else " (warm-up)"}")
@@ -65,16 +70,25 @@ object PipelineSuite extends Suite:
         val lineBytes = Files.size(lines)
         val cl = timed(s"cat ${q(lines)} | cat | cat > /dev/null", lineBytes, check = false)
         val ml = timed(s"cat ${q(lines)} | $asyncpipe mux | cat > /dev/null", lineBytes, check = false)
+        def threeStages(first: String) = s"$asyncpipe $first file:${q(big)} - | $asyncpipe mux | $asyncpipe - file:${q(out)}"
+        val rl = timed(threeStages("--rate-limit 1T"), bigSize, check = false)
         if measured then
-          cat3 += c; three += a; inProcess += r; oneCopy += w; cat1 += cl; mux1 += ml
+          cat3 += c; three += a; inProcess += r; oneCopy += w; cat1 += cl; mux1 += ml; limited += rl
+          if tty then
+            def onTerminal(command: String) = s"script -qec ${q(command)} /dev/null"
+            plainTty += timed(onTerminal(threeStages("")), bigSize, check = false)
+            progressTty += timed(onTerminal(threeStages("--progress")), bigSize, check = false)
       def m(label: String, xs: Seq[Double]) = Measurement(label, xs, None, 0, "MiB/s")
       val threeM = m("asyncpipe file:IN | asyncpipe mux | asyncpipe file:OUT", three.result())
       val comparisons = Seq(
         Comparison(threeM, m("cat IN | cat | cat > OUT", cat3.result()), Some(Target.atLeast(1.0))),
         Comparison(m("asyncpipe run 'file:IN | mux | file:OUT'", inProcess.result()), threeM, Some(Target.atLeast(2.0))),
         Comparison(m("cat IN > OUT (one copy: about the most run can do)", oneCopy.result()), threeM, None),
-        Comparison(m("cat SEQ | asyncpipe mux | cat", mux1.result()), m("cat SEQ | cat | cat", cat1.result()), Some(Target.atLeast(0.5)))
-      )
+        Comparison(m("cat SEQ | asyncpipe mux | cat", mux1.result()), m("cat SEQ | cat | cat", cat1.result()), Some(Target.atLeast(0.5))),
+        Comparison(m("the same, the first stage with --rate-limit 1T (no wait)", limited.result()), threeM, Some(Target.atLeast(0.98)))
+      ) ++ (if !tty then Nil else Seq(
+        Comparison(m("the same on a terminal (script), with --progress", progressTty.result()),
+          m("the same on a terminal (script)", plainTty.result()), Some(Target.atLeast(0.98)))))
       h.progress("pipeline: in-process frames/s")
       val framesPerSecond = inProcessFrames(lines, dir.resolve("seq.out"))
       h.progress("pipeline: interactive latency")
@@ -83,6 +97,8 @@ object PipelineSuite extends Suite:
       val count = h.plan.ops(100_000)
       val paced = udpPaced(count, 50_000, dir.resolve("udp.out"))
       val unpaced = udpUnpaced(count)
+      h.progress("pipeline: --rate-limit 10M")
+      val rateError = rateLimitErrorPercent(big, h.plan.ops(100_000_000).toLong, 10L << 20)
       h.progress("pipeline: heap with a stopped consumer")
       val heap = stalledHeapMiB(big, if h.plan.scale < 1 then 1 else 10)
       SuiteResult(name, comparisons, Seq(
@@ -91,7 +107,8 @@ object PipelineSuite extends Suite:
         Figure("interactive line through mux, median", latency, "ms", Some(Target.below(100))),
         Figure(s"$count datagrams paced at 50,000/s: arrived (in order)", paced, "%", Some(Target.exactly(100))),
         Figure(s"$count datagrams unpaced: (received + dropped) / sent", unpaced, "%", Some(Target.exactly(100))),
-        Figure("heap of a stage whose consumer stopped reading", heap, "MiB", Some(Target.below(256)))
+        Figure("heap of a stage whose consumer stopped reading", heap, "MiB", Some(Target.below(256))),
+        Figure("--rate-limit 10M over 100 MB: off the rate by", rateError, "%", Some(Target.below(2)))
       ))
     finally Workspace.delete(dir)
 
@@ -107,6 +124,18 @@ object PipelineSuite extends Suite:
     val last = err.linesIterator.filter(_.contains("\"final\":true")).toSeq.lastOption.getOrElse(throw IllegalStateException(s"no final stats: $err"))
     val seconds = Json.seconds(last)
     (Json.inputs(last, "frames") / seconds, Json.inputs(last, "bytes") / MiB / seconds)
+
+  /** `head -c BYTES BIG | asyncpipe --rate-limit RATE --stats-json - -`: how far the rate it kept
+    * (the bytes over the flow's own elapsed time, from its statistics) is off `perSecond`, in %.
+    */
+  private def rateLimitErrorPercent(big: Path, bytes: Long, perSecond: Long): Double =
+    val p = ProcessBuilder("sh", "-c", s"head -c $bytes ${q(big)} | $asyncpipe --rate-limit $perSecond --stats-json - -")
+      .redirectOutput(ProcessBuilder.Redirect.DISCARD).start()
+    val err = String(p.getErrorStream.readAllBytes(), StandardCharsets.UTF_8)
+    if p.waitFor() != 0 then throw IllegalStateException(s"--rate-limit run failed: $err")
+    val last = err.linesIterator.filter(_.contains("\"final\":true")).toSeq.lastOption.getOrElse(throw IllegalStateException(s"no final stats: $err"))
+    val kept = Json.inputs(last, "bytes") / Json.seconds(last)
+    math.abs(kept / perSecond - 1) * 100
 
   /** Median milliseconds from writing a line into `mux` (stdin kept open) to reading it on its stdout. */
   private def interactiveLatencyMillis(lines: Int): Double =

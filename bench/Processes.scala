@@ -28,6 +28,10 @@ private[bench] object Processes:
   /** `asyncpipe ARGS...` run by sh, as a ProcessBuilder command. */
   def asyncpipeArgs(args: String*): Seq[String] = Seq("sh", "-c", (asyncpipe +: args.map(q)).mkString(" "))
 
+  /** Whether a program of that name is on PATH. */
+  def onPath(name: String): Boolean =
+    Option(System.getenv("PATH")).getOrElse("").split(':').exists(d => java.nio.file.Files.isExecutable(Path.of(if d.isEmpty then "." else d, name)))
+
   /** Single-quoted for sh. */
   def q(s: Any): String = "'" + s.toString.replace("'", "'\\''") + "'"
 
