@@ -31,7 +31,9 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
   private val live = options.progress && StreamKind.of(2) == StreamKind.Terminal
   @volatile private var running = true
   private var ticker: Thread | Null = null
-  // The progress line, once the ticker has made it (on its thread: the first foreign call costs).
+  // The progress line, once the ticker has made it (on its thread, at its first refresh: the
+  // terminal's width is a foreign call, and a process's first foreign link costs some 0.1 s of
+  // CPU, ADR 0009's History).
   @volatile private var progress: Live | Null = null
   private val ins = inputs.toArray
   private val outs = outputs.toArray
@@ -43,12 +45,13 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
       ticker = Thread.ofVirtual().name("asyncpipe-stats").start { () =>
         var n = 0L
         try
-          val line = if live then Live() else null
-          progress = line
           while running do
             Thread.sleep(TickMillis)
             n += 1
-            if line != null then line.tick(refreshDrops = n % TicksPerSecond == 0)
+            if live then
+              // Made at the first refresh: a flow that ends sooner pays nothing for the line.
+              if progress == null then progress = Live()
+              progress.nn.tick(refreshDrops = n % TicksPerSecond == 0)
             if options.statsJson && n % TicksPerSecond == 0 then err.println(json(isFinal = false))
         catch case _: InterruptedException => ()
       }
@@ -73,7 +76,7 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
     */
   private final class Live:
     private val layout = ProgressLine()
-    private val out = LiveLine(err, LiveLine.ansi(sys.env.get("TERM")))
+    private val out = LiveLine(err, LiveLine.ansi(Option(System.getenv("TERM"))))
     private val byteRates = RateWindow(WindowSamples)
     private val frameRates = RateWindow(WindowSamples)
     // The frames are shown when every input counts all of its own.
@@ -94,11 +97,20 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
         resizes = TerminalWidth.resizes
         width = TerminalWidth.of(2)
       val now = System.nanoTime()
-      val bytes = sum(inCounters, _.bytes)
-      val frames = sum(inCounters, _.frames)
+      var bytes, frames, drops = 0L
+      var i = 0
+      while i < inCounters.length do
+        val c = inCounters(i)
+        bytes += c.bytes
+        frames += c.frames
+        drops += c.dropped + c.kernelDrops + lostInTransit(c) // as the --stats line counts them
+        i += 1
+      i = 0
+      while i < outCounters.length do
+        drops += outCounters(i).dropped
+        i += 1
       byteRates.add(now, bytes)
       frameRates.add(now, frames)
-      val drops = sum(inCounters, _.dropped) + sum(outCounters, _.dropped) + sum(inCounters, _.kernelDrops) + sum(inCounters, lostInTransit)
       val p = Progress(bytes, byteRates.perSecond(RecentNanos), now - started, total, byteRates.perSecond(SteadyNanos),
         if framesKnown then frames else -1L, frameRates.perSecond(RecentNanos), if canDrop || drops > 0 then drops else -1L)
       out.draw(layout.render(p, width), width)
@@ -159,15 +171,6 @@ object StatsReporter:
   /** The span of the rate the time left is reckoned with: longer, steadier (pv's default window). */
   private val SteadyNanos = 30_000_000_000L
   private val WindowSamples = (SteadyNanos / 1_000_000 / TickMillis).toInt + 2
-
-  /** The sum of `count` over `counters`, without allocating (a loop, not a map). */
-  private def sum(counters: Array[Counters], count: Counters => Long): Long =
-    var total = 0L
-    var i = 0
-    while i < counters.length do
-      total += count(counters(i))
-      i += 1
-    total
 
   /** Datagrams lost before this input received them other than in its own receive buffer (on
     * the way, or in a sender's), as far as `--check-seq` tells: its sequence gaps beyond the

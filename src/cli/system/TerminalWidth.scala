@@ -32,7 +32,7 @@ object TerminalWidth:
   /** The columns of the terminal on `fd`: its own count, else `columnsVariable` (the text of
     * `$COLUMNS`, a positive number), else [[Fallback]].
     */
-  def of(fd: Int, columnsVariable: Option[String] = sys.env.get("COLUMNS")): Int =
+  def of(fd: Int, columnsVariable: Option[String] = Option(System.getenv("COLUMNS"))): Int =
     val own = fromTerminal(fd)
     if own > 0 then own
     else columnsVariable.flatMap(_.trim.toIntOption).filter(_ > 0).getOrElse(Fallback)
