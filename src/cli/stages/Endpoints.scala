@@ -68,6 +68,14 @@ trait Input:
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit
   /** Releases the endpoint; idempotent. */
   def close(): Unit
+  /** Whether [[counters]]' frames are every frame the input passed: not for a stream whose frames
+    * are not counted ([[StageOptions.countingFrames]]), which counts bytes only.
+    */
+  def countsFrames: Boolean = true
+  /** The bytes the input will pass, when known once it is open: what a regular file read once
+    * holds from where it is read (its size, for a `file:`); -1 when unknown. For `--progress`.
+    */
+  def expectedBytes: Long = -1
 
 /** A sink of messages: a stream (stdout, a file), a UDP destination, or the next stage's channel. */
 trait Output:
@@ -118,6 +126,7 @@ final class StreamInput(val address: Address, path: Option[Path], follow: Boolea
   private var regular = false
   // A pipe, FIFO, socket or terminal: a stream whose writer may die in the middle of a frame.
   private var streamed = false
+  @volatile private var expected = -1L
   @volatile private var notes: List[String] = Nil
   @volatile private var closed = false
   // With `follow`: what reads the file, and the files that later take its name.
@@ -144,6 +153,15 @@ final class StreamInput(val address: Address, path: Option[Path], follow: Boolea
         regular = Files.isRegularFile(p)
         streamed = !regular
         openFile(p)
+    if !follow && !streamed then expected = remaining(channel.nn)
+
+  override def countsFrames: Boolean = countFrames
+  override def expectedBytes: Long = expected
+
+  /** What a regular file holds from the position it is read from; -1 if it cannot be told. */
+  private def remaining(ch: ReadableByteChannel): Long = ch match
+    case fc: FileChannel => try math.max(0L, fc.size() - fc.position()) catch case _: IOException => -1L
+    case _               => -1L
 
   override def opened: Seq[String] =
     val f = follower
@@ -267,7 +285,7 @@ final class StreamInput(val address: Address, path: Option[Path], follow: Boolea
 object StreamInput:
   /** The input of standard input (`path` None) or of a file, with read buffers for `options`. */
   def of(address: Address, path: Option[Path], follow: Boolean, options: StageOptions): StreamInput =
-    StreamInput(address, path, follow, options.frame, options.counting,
+    StreamInput(address, path, follow, options.frame, options.countingFrames,
       BufferPool(Endpoints.ReadSize, keep = 2 * options.buffer + 4), options.finalDelimiter)
 
 final class StreamOutput(val address: Address, path: Option[Path], append: Boolean, fsync: Boolean, framing: Framing,

@@ -25,6 +25,8 @@ object FileKind extends AddressKind:
     AddressOption.flag("fsync", "force the data to disk as the output catches up, and at the end", Some(Role.Sink), "writing")
   )
 
+  override def takes(role: Role): Set[String] = if role == Role.Source then Set("--size") else Set.empty
+
   def parse(rest: String, p: AddressParser): Either[CliError, Address] =
     val segments = Address.splitEscaped(rest)
     val path = segments.head
@@ -56,4 +58,4 @@ final case class FileAddress(path: String, append: Boolean = false, follow: Bool
     Some((Path.of(path), s"the ${if role == Role.Source then "input" else "output"} $render"))
   def input(options: StageOptions): Input = StreamInput.of(this, Some(Path.of(path)), follow, options)
   def output(options: StageOptions, stdout: OwnedOutput): Output =
-    StreamOutput(this, Some(Path.of(path)), append, fsync, options.frame, stdout, options.counting)
+    StreamOutput(this, Some(Path.of(path)), append, fsync, options.frame, stdout, options.countingFrames)

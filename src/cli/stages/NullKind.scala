@@ -29,7 +29,7 @@ case object NullAddress extends Address:
     def name: String = render
     def open(): Unit = ()
     def write(batch: FrameBatch)(using Async): Unit =
-      counters.add(batch, options.counting)
+      counters.add(batch, options.countingFrames)
       batch.release()
     def idle()(using Async): Unit = ()
     def finish()(using Async): Unit = ()

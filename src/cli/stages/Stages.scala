@@ -21,34 +21,45 @@ object Stages:
     yield status
 
   /** Every endpoint option given is taken by an endpoint of the command (`--count` by a `udp:`
-    * source): one that none takes would be ignored, so it is refused, naming what it is for.
+    * source), and `--size` comes with the `--progress` it is for: an option that would be ignored
+    * is refused, naming what it is for.
     */
   private[stages] def optionsTaken(plans: Seq[StagePlan]): Either[CliError, Unit] =
     val named = plans.flatMap(_.options.givenOptions).toSet
     val refused = StageOptions.forEndpoints.collectFirst {
       case (opt, role) if named(opt.name) && !plans.exists(p => ends(p, role).exists(_.kind.takes(role)(opt.name))) =>
-        val takers = AddressKinds.all.filter(_.takes(role)(opt.name)).map(_.scheme + ":").mkString(" or ")
+        val takers = AddressKinds.all.filter(_.takes(role)(opt.name)).map(k => if k.scheme == "-" then "-" else k.scheme + ":")
+          .mkString(" or ")
         val endpoints = plans.flatMap(ends(_, role)).distinct
         val here = endpoints.map(_.render).mkString(", ")
         // An address of a kind with an option of the same name (tick:...,count=N) has its own way.
         val own = endpoints.flatMap(a => a.kind.options.find(_.name == opt.name.drop(2)).map(o => s"; ${a.kind.scheme}: has its own: ${o.form}"))
         CliError.BadToken(None, opt.name, s"${opt.name} is for $takers ${role.noun}s, and the ${role.noun}s here are $here: it would do nothing${own.headOption.getOrElse("")}",
           s"${opt.form} with a $takers ${role.noun}")
-    }
+    }.orElse(sizeWithoutProgress(plans, named))
     val unstamped = plans.map(_.options).find(o => o.timestamp && (o.frame == Framing.Len || o.frame == Framing.Raw))
     refused.orElse(unstamped.map(o => CliError.BadToken(None, "--timestamp",
       s"--timestamp prefixes lines and nul frames, not ${o.frame.token} ones (--frame ${o.frame.token}): a reader of those would not expect one",
       "--timestamp with --frame lines or nul"))).toLeft(())
 
+  /** `--size` given where no `--progress` is: the total it sets is shown by nothing else. */
+  private def sizeWithoutProgress(plans: Seq[StagePlan], named: Set[String]): Option[CliError] =
+    val size = StageOptions.size
+    Option.when(named(size.name) && !plans.exists(_.options.progress)) {
+      CliError.BadToken(None, size.name, s"${size.name} is the total that --progress measures against, and --progress is not given: it would do nothing",
+        s"--progress ${size.form}")
+    }
+
   private def ends(p: StagePlan, role: Role): Seq[Address] = if role == Role.Source then p.inputs else p.outputs
 
   /** The statistics options are the command's, wherever in a pipeline they were given: every
-    * stage counts, and the flow reports once.
+    * stage counts, and the flow reports once (with the first `--size` given).
     */
   private def reporting(plans: Seq[StagePlan]): Seq[StagePlan] =
     val os = plans.map(_.options)
     def any(f: StageOptions => Boolean) = os.exists(f)
-    plans.map(p => p.copy(options = p.options.copy(stats = any(_.stats), statsJson = any(_.statsJson), progress = any(_.progress))))
+    val size = os.flatMap(_.size).headOption
+    plans.map(p => p.copy(options = p.options.copy(stats = any(_.stats), statsJson = any(_.statsJson), progress = any(_.progress), size = size)))
 
   private def toStage(plan: StagePlan, io: Io): Flow.Stage =
     Flow.Stage(plan.inputs.map(Endpoints.input(_, plan.options)), plan.outputs.map(Endpoints.output(_, plan.options, io.out)), plan.options)

@@ -16,15 +16,29 @@ import java.util.Locale
   *     rotated file's last line). Bytes are counted as they arrive or leave: terminators and
   *     length prefixes included, for streams and datagrams alike.
   *   - `--progress`: a line rewritten in place every quarter second, only when stderr is a
-  *     terminal; cleared at exit. Plain text: no colours (NO_COLOR holds trivially).
+  *     terminal, as pv draws it: bytes, the rate over the last seconds, the time; frames, frames/s
+  *     and drops where they are counted; with a known total (`--size`, or a single regular file's
+  *     size) a bar, the percent and the time left. It fits the terminal's width, read again on
+  *     SIGWINCH ([[TerminalWidth]]), and is cleared at exit ([[ProgressLine]], [[LiveLine]]).
+  *     `--progress` alone counts bytes, not a stream's frames ([[StageOptions.countingFrames]]).
   * Under `--stats-json` the `--stats` line is `{"summary": ...}`, as the flow's other lines are
   * JSON then (see [[Diagnostics]]).
   */
 final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: StageOptions, err: PrintStream, tell: Diagnostics):
+  import StatsReporter.*
+
   private val started = System.nanoTime()
   private val live = options.progress && StreamKind.of(2) == StreamKind.Terminal
   @volatile private var running = true
   private var ticker: Thread | Null = null
+  // The progress line, once the ticker has made it (on its thread, at its first refresh: the
+  // terminal's width is a foreign call, and a process's first foreign link costs some 0.1 s of
+  // CPU, ADR 0009's History).
+  @volatile private var progress: Live | Null = null
+  private val ins = inputs.toArray
+  private val outs = outputs.toArray
+  private val inCounters = ins.map(_.counters)
+  private val outCounters = outs.map(_.counters)
 
   def start(): Unit =
     if live || options.statsJson then
@@ -32,10 +46,13 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
         var n = 0L
         try
           while running do
-            Thread.sleep(250)
+            Thread.sleep(TickMillis)
             n += 1
-            if live then err.print("\r" + StatsReporter.pad(summary) + "\r")
-            if options.statsJson && n % 4 == 0 then err.println(json(isFinal = false))
+            if live then
+              // Made at the first refresh: a flow that ends sooner pays nothing for the line.
+              if progress == null then progress = Live()
+              progress.nn.tick(refreshDrops = n % TicksPerSecond == 0)
+            if options.statsJson && n % TicksPerSecond == 0 then err.println(json(isFinal = false))
         catch case _: InterruptedException => ()
       }
 
@@ -45,12 +62,60 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
     if t != null then
       t.interrupt()
       t.join()
-    if live then err.print("\r" + " " * StatsReporter.Width + "\r")
+    val line = progress
+    if line != null then line.clear()
     if options.stats then tell.summary(s"asyncpipe: $summary")
     if options.statsJson then err.println(json(isFinal = true))
     err.flush()
 
   private def seconds: Double = (System.nanoTime() - started) / 1e9
+
+  /** The `--progress` line: its layout, the terminal it is drawn on and that terminal's width,
+    * and the rate windows it is measured with. Used by the ticker's thread only (then by
+    * [[finish]], after the ticker has ended).
+    */
+  private final class Live:
+    private val layout = ProgressLine()
+    private val out = LiveLine(err, LiveLine.ansi(Option(System.getenv("TERM"))))
+    private val byteRates = RateWindow(WindowSamples)
+    private val frameRates = RateWindow(WindowSamples)
+    // The frames are shown when every input counts all of its own.
+    private val framesKnown = ins.forall(_.countsFrames)
+    // Drops are shown where something can drop (a UDP endpoint), or once something did.
+    private val canDrop = ins.exists(_.isInstanceOf[UdpInput]) || outs.exists(_.isInstanceOf[UdpOutput])
+    private val total = options.size.getOrElse(if ins.length == 1 then ins(0).expectedBytes else -1L)
+    TerminalWidth.watchResizes()
+    private var resizes = TerminalWidth.resizes
+    private var width = TerminalWidth.of(2)
+    byteRates.add(started, 0)
+    frameRates.add(started, 0)
+
+    /** Samples the counters and redraws the line; `refreshDrops` also reads the kernel's drops. */
+    def tick(refreshDrops: Boolean): Unit =
+      if refreshDrops && canDrop then refresh()
+      if TerminalWidth.resizes != resizes then
+        resizes = TerminalWidth.resizes
+        width = TerminalWidth.of(2)
+      val now = System.nanoTime()
+      var bytes, frames, drops = 0L
+      var i = 0
+      while i < inCounters.length do
+        val c = inCounters(i)
+        bytes += c.bytes
+        frames += c.frames
+        drops += c.dropped + c.kernelDrops + lostInTransit(c) // as the --stats line counts them
+        i += 1
+      i = 0
+      while i < outCounters.length do
+        drops += outCounters(i).dropped
+        i += 1
+      byteRates.add(now, bytes)
+      frameRates.add(now, frames)
+      val p = Progress(bytes, byteRates.perSecond(RecentNanos), now - started, total, byteRates.perSecond(SteadyNanos),
+        if framesKnown then frames else -1L, frameRates.perSecond(RecentNanos), if canDrop || drops > 0 then drops else -1L)
+      out.draw(layout.render(p, width), width)
+
+    def clear(): Unit = out.clear(width)
 
   private def refresh(): Unit = inputs.foreach {
     case u: UdpInput => u.refreshKernelDrops()
@@ -98,7 +163,14 @@ final class Diagnostics(err: PrintStream, json: Boolean):
     if text.nonEmpty then err.println(if json then s"{\"$kind\":${StatsReporter.quote(text)}}" else text)
 
 object StatsReporter:
-  private val Width = 100
+  /** How often the statistics are refreshed: the progress line four times a second. */
+  private val TickMillis = 250L
+  private val TicksPerSecond = 4
+  /** The span of the rates shown (bytes/s, frames/s): the last seconds, as pv's. */
+  private val RecentNanos = 2_000_000_000L
+  /** The span of the rate the time left is reckoned with: longer, steadier (pv's default window). */
+  private val SteadyNanos = 30_000_000_000L
+  private val WindowSamples = (SteadyNanos / 1_000_000 / TickMillis).toInt + 2
 
   /** Datagrams lost before this input received them other than in its own receive buffer (on
     * the way, or in a sender's), as far as `--check-seq` tells: its sequence gaps beyond the
@@ -109,17 +181,8 @@ object StatsReporter:
     */
   def lostInTransit(c: Counters): Long = math.max(0L, c.seqGaps - c.kernelDrops)
 
-  private def pad(s: String): String = if s.length >= Width then s.take(Width) else s + " " * (Width - s.length)
-
-  /** Bytes in decimal units (kB, MB, GB), as `ls -h --si` and network tools print them. */
-  def bytes(n: Double): String =
-    val units = Seq("B", "kB", "MB", "GB", "TB")
-    var v = n
-    var u = 0
-    while v >= 1000 && u < units.length - 1 do
-      v /= 1000
-      u += 1
-    if u == 0 then f"${v.toLong}%d B" else String.format(Locale.ROOT, "%.1f %s", v, units(u))
+  /** Bytes in decimal units (kB, MB, GB), as `ls -h --si` and network tools print them ([[Quantities]]). */
+  def bytes(n: Double): String = Quantities.appendBytes(java.lang.StringBuilder(), math.round(n)).toString
 
   /** A JSON string literal. */
   def quote(s: String): String =

@@ -9,6 +9,7 @@ import java.nio.file.Path
 object StdKind extends AddressKind:
   val scheme = "-"
   val forms: Seq[(String, String)] = Seq("-" -> "standard input as a source, standard output as a sink")
+  override def takes(role: Role): Set[String] = if role == Role.Source then Set("--size") else Set.empty
   def parse(rest: String, p: AddressParser): Either[CliError, Address] = Right(StdAddress)
 
 case object StdAddress extends Address:
@@ -19,4 +20,4 @@ case object StdAddress extends Address:
     if role == Role.Source then Some((Path.of("/proc/self/fd/0"), "stdin")) else Some((Path.of("/proc/self/fd/1"), "stdout"))
   def input(options: StageOptions): Input = StreamInput.of(this, None, follow = false, options)
   def output(options: StageOptions, stdout: OwnedOutput): Output =
-    StreamOutput(this, None, append = false, fsync = false, options.frame, stdout, options.counting)
+    StreamOutput(this, None, append = false, fsync = false, options.frame, stdout, options.countingFrames)

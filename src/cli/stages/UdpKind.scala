@@ -24,7 +24,7 @@ object UdpKind extends AddressKind:
   )
 
   override def takes(role: Role): Set[String] =
-    if role == Role.Source then Set("--count", "--idle-timeout", "--on-full", "--check-seq") else Set("--oversize")
+    if role == Role.Source then Set("--count", "--idle-timeout", "--on-full", "--check-seq", "--size") else Set("--oversize")
 
   def parse(rest: String, p: AddressParser): Either[CliError, Address] =
     val segments = rest.split(",", -1).toSeq

@@ -54,3 +54,33 @@ class OptionsTakenTest extends munit.FunSuite:
 
   test("the options a command does not give are not looked at"):
     assertEquals(run(s"file:$in", "null:")._1, 0)
+
+  test("--size is read as a size, for --progress: 100M, 1G, =VALUE; a bad one names the token and the form"):
+    def size(args: String*) = StageOptions.parse(args, None, "SYN", mux = false).map(_.options.size)
+    assertEquals(size("--size", "100M", "-"), Right(Some(100L << 20)))
+    assertEquals(size("--size=1G", "-"), Right(Some(1L << 30)))
+    assertEquals(size("--size", "12345", "-"), Right(Some(12345L)))
+    assertEquals(size("-"), Right(None))
+    for bad <- Seq("12x", "0", "1.5G", "-3") do
+      val (status, err) = run("--progress", "--size", bad, s"file:$in", "null:")
+      assertEquals(status, ExitCode.Usage, err)
+      assert(err.contains(s"'$bad'") && err.contains("--size SIZE"), err)
+
+  // (`mux` reads standard input too, which takes --size: `mux --size 1M --in tick:1s` is accepted.)
+  test("--size on sources that have no bytes to count (tick:, null:) is refused, in the address form and in run"):
+    for source <- Seq("tick:1ms,count=1", "null:") do
+      refused("--progress", "--size", "1M", source, "null:")("--size is for - or file: or udp: sources", source)
+      refused("run", "--progress", "--size", "1M", s"$source | mux | null:")("--size is for - or file: or udp: sources", source)
+
+  test("--size without --progress is refused: nothing else shows it"):
+    refused("--size", "1M", s"file:$in", "null:")("--size is the total that --progress measures against", "--progress --size SIZE")
+    refused("mux", "--size", "1M", "--in", s"file:$in", "--out", "null:")("--progress is not given")
+    refused("run", "--size", "1M", s"file:$in | mux | null:")("--progress is not given")
+
+  test("--size with --progress and a source that takes it runs; a task verb does not know it"):
+    assertEquals(run("--progress", "--size", "1K", s"file:$in", "null:")._1, 0)
+    assertEquals(run("run", "--progress", "--size", "1K", s"file:$in | mux | null:")._1, 0)
+    assertEquals(run("--progress", "--size", "1K", "udp:127.0.0.1:0", "null:", "--count", "1", "--idle-timeout", "1ms")._1, 0)
+    val (status, err) = run("every", "--size", "1M", "1s", "--", "true")
+    assertEquals(status, ExitCode.Usage, err)
+    assert(err.contains("--size"), err)
