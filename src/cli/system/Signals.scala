@@ -153,10 +153,19 @@ object Signals:
     * on with the status it has (the signal's), and this thread waits for it.
     */
   def end(status: Int): Unit =
-    if exitByJvm then
+    if exitByJvm || exitBegun then // (the second: an exit that began before the hook was added)
       returned.countDown()
       parkForever()
     Runtime.getRuntime.halt(status)
+
+  /** Whether the JVM's exit has begun: it refuses new shutdown hooks then. */
+  private def exitBegun: Boolean =
+    val probe = Thread.ofPlatform().unstarted(() => ())
+    try
+      Runtime.getRuntime.addShutdownHook(probe)
+      Runtime.getRuntime.removeShutdownHook(probe)
+      false
+    catch case _: IllegalStateException => true
 
   /** The shutdown hook: the JVM's exit began, which only a signal that met the JVM's own handler
     * does. A command that set its stopper is stopped as by a first signal (the JVM's exit status is
