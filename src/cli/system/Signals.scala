@@ -143,10 +143,16 @@ object Signals:
     */
   def hookJvmExit(): Unit =
     if hooked.compareAndSet(false, true) then
-      try Runtime.getRuntime.addShutdownHook(Thread.ofPlatform().name("asyncpipe-exit").unstarted(() => jvmExiting()))
+      try Runtime.getRuntime.addShutdownHook(Thread.ofPlatform().name("asyncpipe-exit").unstarted(ExitHook))
       catch case _: IllegalStateException => parkForever() // the exit began already: start nothing
 
   private val hooked = AtomicBoolean(false)
+
+  // Objects, not lambdas: the JDK AOT cache holds classes, but spins a lambda at run time (ADR 0012).
+  private object ExitHook extends Runnable:
+    def run(): Unit = jvmExiting()
+  private object NoWork extends Runnable:
+    def run(): Unit = ()
 
   /** How the process ends once the command returned `status`: a halt (no hook to wait for, the
     * command flushed already), unless the JVM's exit is on its way ([[jvmExiting]]): then it goes
@@ -160,7 +166,7 @@ object Signals:
 
   /** Whether the JVM's exit has begun: it refuses new shutdown hooks then. */
   private def exitBegun: Boolean =
-    val probe = Thread.ofPlatform().unstarted(() => ())
+    val probe = Thread.ofPlatform().unstarted(NoWork)
     try
       Runtime.getRuntime.addShutdownHook(probe)
       Runtime.getRuntime.removeShutdownHook(probe)
