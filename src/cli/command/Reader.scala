@@ -61,11 +61,11 @@ object Reader:
   /** A positive whole number (1 and up). */
   val positive: Reader[Long] = wholeNumber(1, Long.MaxValue)
 
-  /** A size in bytes: digits with an optional K, M or G suffix, binary (4M = 4 MiB), from `min` to
-    * `max` bytes.
+  /** A size in bytes: digits with an optional K, M, G or T suffix, binary (4M = 4 MiB), from `min`
+    * to `max` bytes.
     */
   def size(min: Long, max: Long): Reader[Long] = new Reader[Long]:
-    private val text = "([0-9]+)([KMGkmg]?)".r
+    private val text = "([0-9]+)([KMGTkmgt]?)".r
     def form: String = "SIZE"
     def read(s: String): Either[String, Long] = s match
       case text(digits, suffix) =>
@@ -73,16 +73,17 @@ object Reader:
           case "K" => 10
           case "M" => 20
           case "G" => 30
+          case "T" => 40
           case _   => 0
         val bytes = BigInt(digits) << shift
         if bytes < min then Left(s"'$s' is less than $min byte${if min == 1 then "" else "s"}")
         else if bytes > max then Left(s"'$s' is more than $max bytes")
         else Right(bytes.toLong)
-      case _ => Left(s"'$s' is not a size: a number of bytes with an optional K, M or G suffix (binary: 4M = 4 MiB)")
+      case _ => Left(s"'$s' is not a size: a number of bytes with an optional K, M, G or T suffix (binary: 4M = 4 MiB)")
 
   /** The text of a size, the largest binary suffix that divides it (4194304 is "4M"). */
   def renderSize(bytes: Long): String =
-    Seq(30 -> "G", 20 -> "M", 10 -> "K").find((shift, _) => bytes % (1L << shift) == 0 && bytes != 0) match
+    Seq(40 -> "T", 30 -> "G", 20 -> "M", 10 -> "K").find((shift, _) => bytes % (1L << shift) == 0 && bytes != 0) match
       case Some((shift, s)) => s"${bytes >> shift}$s"
       case None             => bytes.toString
 

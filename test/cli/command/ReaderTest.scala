@@ -32,7 +32,7 @@ class ReaderTest extends munit.FunSuite:
     assertEquals(r.read("-42"), Right(-42L))
     refuses(r, "1.5", "'1.5' is not a whole number")
 
-  test("size: bytes with a binary K, M or G suffix, in its range; rendered back with the largest suffix"):
+  test("size: bytes with a binary K, M, G or T suffix, in its range; rendered back with the largest suffix"):
     val r = Reader.size(1, Int.MaxValue)
     assertEquals(r.read("4096"), Right(4096L))
     assertEquals(r.read("4k"), Right(4096L))
@@ -41,7 +41,8 @@ class ReaderTest extends munit.FunSuite:
     refuses(r, "0", "less than 1 byte")
     refuses(r, "2G", s"more than ${Int.MaxValue} bytes")
     refuses(r, "4MB", "'4MB' is not a size")
-    assertEquals(Seq(4096L, 4L << 20, 1L << 30, 1000L).map(Reader.renderSize), Seq("4K", "4M", "1G", "1000"))
+    assertEquals(Reader.size(1, Long.MaxValue).read("2T"), Right(2L << 40))
+    assertEquals(Seq(4096L, 4L << 20, 1L << 30, 1000L, 3L << 40).map(Reader.renderSize), Seq("4K", "4M", "1G", "1000", "3T"))
 
   test("duration: a number and a unit; zero only where allowed"):
     assertEquals(Reader.duration().read("1.5s"), Right(1500.millis))
