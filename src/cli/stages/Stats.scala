@@ -50,7 +50,9 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
             n += 1
             if live then
               // Made at the first refresh: a flow that ends sooner pays nothing for the line.
-              if progress == null then progress = Live()
+              if progress == null then
+                progress = Live()
+                tell.beforeLine = () => progress.nn.clear() // a notice meanwhile starts on a clean line
               progress.nn.tick(refreshDrops = n % TicksPerSecond == 0)
             if options.statsJson && n % TicksPerSecond == 0 then err.println(json(isFinal = false))
         catch case _: InterruptedException => ()
@@ -113,9 +115,10 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
       frameRates.add(now, frames)
       val p = Progress(bytes, byteRates.perSecond(RecentNanos), now - started, total, byteRates.perSecond(SteadyNanos),
         if framesKnown then frames else -1L, frameRates.perSecond(RecentNanos), if canDrop || drops > 0 then drops else -1L)
-      out.draw(layout.render(p, width), width)
+      val text = layout.render(p, width)
+      err.synchronized(out.draw(text, width)) // never inside a notice's line (Diagnostics)
 
-    def clear(): Unit = out.clear(width)
+    def clear(): Unit = err.synchronized(out.clear(width))
 
   private def refresh(): Unit = inputs.foreach {
     case u: UdpInput => u.refreshKernelDrops()
@@ -154,13 +157,25 @@ final class StatsReporter(inputs: Seq[Input], outputs: Seq[Output], options: Sta
   * that every line the flow writes on stderr parses as JSON. Empty texts are not written.
   */
 final class Diagnostics(err: PrintStream, json: Boolean):
+  /** Run before each line, holding `err`'s monitor: the `--progress` line's clear, once it is drawn
+    * (the next refresh draws it again below), so that a line never lands on the tail of the
+    * progress line.
+    */
+  @volatile private[stages] var beforeLine: Runnable | Null = null
+
   def notice(text: String): Unit = line("notice", text)
   def warning(text: String): Unit = line("warning", text)
   def summary(text: String): Unit = line("summary", text)
   def error(text: String): Unit = line("error", text)
 
   private def line(kind: String, text: String): Unit =
-    if text.nonEmpty then err.println(if json then s"{\"$kind\":${StatsReporter.quote(text)}}" else text)
+    if text.nonEmpty then
+      val out = if json then s"{\"$kind\":${StatsReporter.quote(text)}}" else text
+      err.synchronized {
+        val before = beforeLine
+        if before != null then before.run()
+        err.println(out)
+      }
 
 object StatsReporter:
   /** How often the statistics are refreshed: the progress line four times a second. */

@@ -167,3 +167,19 @@ class ProgressLineTest extends munit.FunSuite:
     dumb.draw("abc", 80)
     dumb.clear(80)
     assertEquals(bytes.toString("US-ASCII"), "\rabcdef\r" + "\rabc   \r" + "\r   \r")
+
+  test("a notice while the line is drawn clears the line first, so it never lands on the line's tail"):
+    val bytes = java.io.ByteArrayOutputStream()
+    val err = java.io.PrintStream(bytes, true, "US-ASCII")
+    val line = LiveLine(err, ansi = false)
+    val tell = Diagnostics(err, json = false)
+    line.draw("1.2 MB  300 kB/s  0:04  5,000 frames", 80)
+    tell.beforeLine = () => line.clear(80)
+    tell.notice("short")
+    val out = bytes.toString("US-ASCII")
+    val notice = out.indexOf("short\n")
+    // A terminal replays it: the row the notice is on holds the notice alone.
+    val row = out.substring(0, notice + "short".length).split('\r').foldLeft(Array.fill(80)(' ')) { (r, seg) =>
+      seg.zipWithIndex.foreach((c, i) => r(i) = c); r
+    }.mkString.trim
+    assertEquals(row, "short")
