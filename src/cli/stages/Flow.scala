@@ -222,7 +222,10 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       else if Message.isEnd(m) then seen += 1
       else if ok then
         if pacer == null then guarded(output.write(m))
-        else pacer.pass(m)(piece => if ok then guarded { output.write(piece); output.idle() })
+        else if pacer.whole(m) then
+          val waited = pacer.admit(m.length)
+          guarded { output.write(m); if waited then output.idle() }
+        else pacer.pass(m)((piece, waited) => if ok then guarded { output.write(piece); if waited then output.idle() })
       else m.release()
     guarded(output.finish())
 
@@ -272,7 +275,10 @@ object Flow:
     def send(batch: FrameBatch)(using Async): Unit =
       val x = if timestamp then Timestamps.stampNow(batch) else batch
       if pacer == null then sendNow(x, flush = !input.atHand)
-      else pacer.pass(x)(piece => sendNow(piece, flush = true))
+      else if pacer.whole(x) then
+        val waited = pacer.admit(x.length)
+        sendNow(x, flush = waited || !input.atHand)
+      else pacer.pass(x)((piece, waited) => sendNow(piece, flush = waited || !input.atHand))
 
     private def sendNow(x: FrameBatch, flush: Boolean)(using Async): Unit =
       lock.lock()

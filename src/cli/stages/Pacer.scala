@@ -41,8 +41,8 @@ final class Pacer(val limit: RateLimit, clock: () => Long = () => System.nanoTim
   private var start = Long.MinValue
   private var passed = 0L // units passed on since `start`, on the schedule
 
-  /** Waits until the schedule lets `units` more go, and counts them as gone. */
-  def admit(units: Long): Unit =
+  /** Waits until the schedule lets `units` more go, and counts them as gone; whether it waited. */
+  def admit(units: Long): Boolean =
     val now = clock()
     if start == Long.MinValue then start = now
     var due = start + Pacer.nanosFor(passed, limit.perSecond)
@@ -50,17 +50,26 @@ final class Pacer(val limit: RateLimit, clock: () => Long = () => System.nanoTim
       start = now
       passed = 0
       due = now
-    if due - now > 0 then sleep(due - now)
+    val waits = due - now > 0
+    if waits then sleep(due - now)
     passed += units
+    waits
+
+  /** Whether `batch` goes as one piece of bytes ([[pass]] would not cut it): then the caller may
+    * [[admit]] its length and write it itself, with no function passed (the common case of a
+    * limit above the flow's rate, on the path of every write).
+    */
+  def whole(batch: FrameBatch): Boolean = !limit.frames && batch.length <= slice
 
   /** Hands `batch` to `write` in pieces of at most [[slice]] units, each when the schedule lets it
-    * go; `batch` itself (released once cut) when it is one piece.
+    * go; `batch` itself (released once cut) when it is one piece. `write` is told whether the
+    * piece waited for its turn (then it is due out now: the writer flushes it).
     */
-  def pass(batch: FrameBatch)(write: FrameBatch => Unit): Unit =
+  def pass(batch: FrameBatch)(write: (FrameBatch, Boolean) => Unit): Unit =
     val ends = Pacer.pieceEnds(batch, slice, limit.frames)
     if ends.length == 1 then
-      admit(units(batch, batch.length))
-      write(batch)
+      val waited = admit(units(batch, batch.length))
+      write(batch, waited)
     else
       val bytes = batch.bytes
       val pieces = new Array[FrameBatch](ends.length)
@@ -75,8 +84,8 @@ final class Pacer(val limit: RateLimit, clock: () => Long = () => System.nanoTim
       batch.release()
       i = 0
       while i < pieces.length do
-        admit(units(pieces(i), pieces(i).length))
-        write(pieces(i))
+        val waited = admit(units(pieces(i), pieces(i).length))
+        write(pieces(i), waited)
         i += 1
 
   private def units(b: FrameBatch, length: Int): Long = if limit.frames then b.frameCount else length
@@ -88,8 +97,11 @@ object Pacer:
     */
   val MaxLagNanos: Long = 1_000_000_000L
 
+  /** Nanoseconds for `units` at `perSecond`: in a double, exact enough for a schedule (and no
+    * allocation per write), capped far from overflow.
+    */
   private def nanosFor(units: Long, perSecond: Long): Long =
-    (BigInt(units) * 1_000_000_000L / perSecond).min(BigInt(Long.MaxValue / 4)).toLong
+    math.min(units.toDouble * 1e9 / perSecond, (Long.MaxValue / 4).toDouble).toLong
 
   private def sleepNanos(nanos: Long): Unit = java.util.concurrent.locks.LockSupport.parkNanos(nanos)
 

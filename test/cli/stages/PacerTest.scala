@@ -63,7 +63,7 @@ class PacerTest extends munit.FunSuite:
     val written = ArrayBuffer.empty[String]
     val times = ArrayBuffer.empty[Long]
     val start = clock.now
-    p.pass(lines("aaaa\nbbbb\ncccccccccccccccc\ndd\nee"))(b => { written += text(b); times += clock.now - start })
+    p.pass(lines("aaaa\nbbbb\ncccccccccccccccc\ndd\nee"))((b, _) => { written += text(b); times += clock.now - start })
     assertEquals(written.toSeq, Seq("aaaa\nbbbb\n", "cccccccccccccccc\n", "dd\nee"), "a frame over the slice goes whole")
     assertEquals(times.toSeq, Seq(0L, 50_000_000L, 135_000_000L))
 
@@ -71,7 +71,7 @@ class PacerTest extends munit.FunSuite:
     val clock = FakeClock()
     val p = Pacer(RateLimit(40, frames = true), () => clock.now, clock.sleep) // slice: 2 frames
     val written = ArrayBuffer.empty[String]
-    p.pass(lines("1\n2\n3\n4\n5\n"))(b => written += text(b))
+    p.pass(lines("1\n2\n3\n4\n5\n"))((b, _) => written += text(b))
     assertEquals(written.toSeq, Seq("1\n2\n", "3\n4\n", "5\n"))
     assertEquals(clock.now - 1_000_000_000L, 100_000_000L, "4 frames at 40/s before the last piece")
     val wire = Array.concat(FrameBatch.single("x".getBytes, 0, 1).bytes, FrameBatch.single("yy".getBytes, 0, 2).bytes,
@@ -87,7 +87,7 @@ class PacerTest extends munit.FunSuite:
     val p = Pacer(RateLimit(1 << 20, frames = false), () => clock.now, clock.sleep)
     val b = lines("small\n")
     var seen: FrameBatch | Null = null
-    p.pass(b)(x => seen = x)
+    p.pass(b)((x, waited) => { seen = x; assert(!waited, "the first piece goes at once") })
     assert(seen eq b)
     val raw = FrameBatch(Framing.Raw, new Array[Byte](25), 25, terminated = true)
     assertEquals(Pacer.pieceEnds(raw, 10, frames = false).toSeq, Seq(10, 20, 25))
