@@ -123,25 +123,16 @@ object Pacer:
             at = math.min(length.toLong, at + slice)
             ends += at.toInt
       case framing =>
-        val bytes = batch.bytes
         var inPiece = 0L // frames or bytes in the piece so far
-        var i = 0
-        while i < length do
-          val end = frameEnd(framing, bytes, i, length)
-          val size = if frames then 1L else (end - i).toLong
+        var start = 0 // where the frame at hand begins
+        batch.foreach { (_, offset, n, terminated) =>
+          val end = offset + n + (if terminated && framing != Framing.Len then 1 else 0)
+          val size = if frames then 1L else (end - start).toLong
           if inPiece > 0 && inPiece + size > slice then
-            ends += i
+            ends += start
             inPiece = 0
           inPiece += size
-          i = end
+          start = end
+        }
         ends += length
     ends.result()
-
-  /** Where the frame that begins at `at` ends (after its terminator or payload). */
-  private def frameEnd(framing: Framing, bytes: Array[Byte], at: Int, length: Int): Int = framing match
-    case Framing.Len => math.min(length, at + 4 + Framing.readLength(bytes, at).toInt)
-    case _ =>
-      val d = framing.delimiter.toByte
-      var i = at
-      while i < length && bytes(i) != d do i += 1
-      if i < length then i + 1 else length

@@ -22,21 +22,17 @@ object Timestamps:
   /** A copy of `batch` with each frame prefixed by `prefix` (`batch` is the caller's to release). */
   def stamp(batch: FrameBatch, prefix: Array[Byte]): FrameBatch =
     val d = batch.framing.delimiter.toByte
-    val bytes = batch.bytes
-    val length = batch.length
-    val frames = batch.frameCount
-    val out = new Array[Byte](length + frames * prefix.length)
-    var from = 0
+    val out = new Array[Byte](batch.length + batch.frameCount * prefix.length)
     var at = 0
-    while from < length do
-      var end = from
-      while end < length && bytes(end) != d do end += 1
-      if end < length then end += 1 // with its terminator
+    batch.foreach { (bytes, offset, length, terminated) =>
       System.arraycopy(prefix, 0, out, at, prefix.length)
       at += prefix.length
-      System.arraycopy(bytes, from, out, at, end - from)
-      at += end - from
-      from = end
+      System.arraycopy(bytes, offset, out, at, length)
+      at += length
+      if terminated then
+        out(at) = d
+        at += 1
+    }
     FrameBatch(batch.framing, out, at, batch.terminated)
 
   /** [[stamp]] with the time now, and `batch` released. */
