@@ -44,10 +44,10 @@ readonly TRAINING_RUNS=(
 # run with them too). G1 and tiered compilation stay the JDK defaults (see README, "Start-up").
 mapfile -t RUNTIME_FLAGS < <(sed -n 's|^//> using javaOpt \(.*\)$|\1|p' "$root/project.scala")
 readonly RUNTIME_FLAGS
-# Launcher-only flags. Unified JVM logging writes warnings to stdout by default, which would corrupt
-# a pipeline's output: send it to stderr, and silence the AOT cache's own complaints (a cache that
-# no longer fits, e.g. after a JDK update, is skipped and only costs start-up time).
-readonly LOG_FLAGS=(-Xlog:disable -Xlog:all=warning:stderr -Xlog:aot=off:stderr)
+# Launcher-only flags (the runtime flags above already send the JVM's logging to stderr): silence
+# the AOT cache's own complaints (a cache that no longer fits, e.g. after a JDK update, is skipped
+# and only costs start-up time).
+readonly LOG_FLAGS=(-Xlog:aot=off:stderr)
 # JIT and GC flags of every verb but `bench` (see the launcher's comment), from project.scala's line
 # "// asyncpipe stage-jvm-flags: ...". They do not shape the AOT cache: a cache trained without
 # them is used with them.

@@ -17,8 +17,12 @@
 // Kernel copies (Splice.scala) need the descriptor of a FileChannel, which is private to sun.nio.ch.
 //> using javaOpt --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
 // Nothing but data reaches stdout: the JVM's own output (the thread dump SIGQUIT asks for, among
-// others) goes to stderr.
+// others) goes to stderr, and so do the warnings of its unified logging, which go to stdout by
+// default (a compiler thread that cannot start, under a low `ulimit -u`, put its warning at byte 0
+// of a stage's output).
 //> using javaOpt -XX:+DisplayVMOutputToStderr
+//> using javaOpt -Xlog:disable
+//> using javaOpt -Xlog:all=warning:stderr
 // JVM flags the launcher adds for every verb but `bench` (install.sh and BuildInfo read this line):
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.

@@ -41,3 +41,19 @@ class LauncherTest extends munit.FunSuite:
       val r = os.proc("bash", "-c", script).call(check = false)
       assertEquals(r.out.text(), "status=141\n")
     finally os.remove.all(dir)
+
+  test("the JVM's own warnings go to stderr, never into the data a stage writes on stdout"):
+    // An AOT cache that is not there makes the JVM log three lines through its unified logging,
+    // which writes to stdout unless told otherwise (as a compiler thread that cannot start under a
+    // low `ulimit -u` does, at byte 0 of the output).
+    val dir = os.temp.dir(prefix = "asyncpipe-launcher-test")
+    try
+      val data = Array.tabulate[Byte](100_000)(i => (i * 31 + i / 7).toByte)
+      os.write(dir / "in.bin", data)
+      val cmd = Launch.command("--frame", "raw", s"file:${dir / "in.bin"}", "-")
+      val (jvm, rest) = cmd.splitAt(1 + Launch.runtimeFlags.size)
+      val r = os.proc(jvm ++ Seq(s"-XX:AOTCache=${dir / "absent.aot"}") ++ rest).call(check = false, stdin = os.Inherit, stderr = os.Pipe)
+      assertEquals(r.exitCode, 0, r.err.text())
+      assert(r.err.text().contains("[aot]"), s"the JVM logged nothing about the missing cache: ${r.err.text()}")
+      assert(java.util.Arrays.equals(r.out.bytes, data), s"stdout is not the file: ${r.out.bytes.length} bytes, starting ${r.out.text().take(80)}")
+    finally os.remove.all(dir)
