@@ -49,7 +49,7 @@ class MainTest extends munit.FunSuite:
   test("--help after -- belongs to the command, not to asyncpipe"):
     assert(Usage.asksForHelp(Seq("1s", "--help")))
     assert(!Usage.asksForHelp(Seq("1s", "--", "grep", "--help")))
-    assertEquals(Address.schemes, Set("file", "udp", "tick", "null"))
+    assertEquals(Address.schemes, Set("file", "udp", "tcp", "tcp-listen", "unix", "unix-listen", "tick", "null"))
 
   test("an unknown verb is a usage error that names it"):
     val r = run("frobnicate", "x")
@@ -63,9 +63,9 @@ class MainTest extends munit.FunSuite:
     assert(r.err.contains("unknown option '--frob'"), r.err)
 
   test("an unknown address scheme is refused with the forms that exist"):
-    val r = run("tcp:80")
+    val r = run("sctp:80")
     assertEquals(r.status, ExitCode.Usage)
-    assert(r.err.contains("'tcp:80'") && r.err.contains("udp:PORT"), r.err)
+    assert(r.err.contains("'sctp:80'") && r.err.contains("udp:PORT") && r.err.contains("tcp:HOST:PORT"), r.err)
 
   test("a known scheme with a bad value is refused naming the token and the rule"):
     val r = run("udp:70000")

@@ -16,6 +16,8 @@ enum CliError:
   case Missing(verb: Option[String], what: String, expected: String)
   /** A failure while running: an address or a command, and the reason (the OS's, where there is one). */
   case Runtime(subject: String, reason: String)
+  /** A failure while running because a time limit ran out (a connect timeout): as `Runtime`, exit 124. */
+  case Expired(subject: String, reason: String)
   /** A command the tool was to run cannot be run: `status` is 127 (not found) or 126 (not executable). */
   case CannotRun(verb: String, command: String, reason: String, status: Int)
   /** The reader of our standard output went away (EPIPE): a normal stop, reported by status alone. */
@@ -26,6 +28,7 @@ enum CliError:
   def exitCode: Int = this match
     case _: (UnknownVerb | UnknownOption | BadToken | Missing) => ExitCode.Usage
     case _: Runtime                                            => ExitCode.Runtime
+    case _: Expired                                            => ExitCode.TimedOut
     case c: CannotRun                                          => c.status
     case DownstreamGone                                        => ExitCode.ClosedPipe
     case Reported(error)                                       => error.exitCode
@@ -46,6 +49,7 @@ enum CliError:
       case BadToken(verb, token, rule, expected) => usage(verb, s"bad value '$token': $rule", expected)
       case Missing(verb, what, expected)         => usage(verb, s"missing $what", expected)
       case Runtime(subject, reason)              => s"asyncpipe: $subject: $reason"
+      case Expired(subject, reason)              => s"asyncpipe: $subject: $reason"
       case CannotRun(verb, command, reason, _)   => s"asyncpipe $verb: $command: $reason"
       case DownstreamGone | Reported(_)          => ""
 

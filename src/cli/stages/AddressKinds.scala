@@ -8,6 +8,10 @@ object AddressKinds:
     StdKind,
     FileKind,
     UdpKind,
+    TcpKind,
+    TcpListenKind,
+    UnixKind,
+    UnixListenKind,
     TickKind,
     NullKind
   )

@@ -48,6 +48,8 @@ trait Input:
   def opened: Seq[String] = Nil
   /** What the user must be told once the input has ended, a warning a line on stderr. */
   def endNotes: Seq[String] = Nil
+  /** Where the endpoint tells of things as they happen (a listener's connections), once open. */
+  def attach(tell: Diagnostics): Unit = ()
   /** True when `pump` runs on a platform thread of its own, which the flow does not wait for
     * when stopping: it may block in a system call that no cancel ends (a read of a pipe), or
     * waits in one more cheaply than a future could (a UDP socket).
@@ -89,6 +91,12 @@ trait Output:
   def finish()(using Async): Unit
   /** Releases the endpoint after a failure, without waiting for anything. */
   def abort(): Unit
+  /** What the user must be told once the output has finished, a warning a line on stderr. */
+  def endNotes: Seq[String] = Nil
+  /** What the user must be told once the endpoint is open (the port chosen for port 0). */
+  def opened: Seq[String] = Nil
+  /** Where the endpoint tells of things as they happen (a listener's clients), once open. */
+  def attach(tell: Diagnostics): Unit = ()
   /** What a [[KernelCopy]] may move bytes into, if this output takes one. */
   def kernelTarget: KernelTarget | Null = null
   /** Writes out whatever the output buffered, then runs `move` (a kernel copy into the output's
@@ -209,21 +217,11 @@ final class StreamInput(val address: Address, path: Option[Path], follow: Boolea
 
   override def endNotes: Seq[String] = notes.reverse
 
-  /** The stream ended inside a frame (`lines`, `nul`): `batch` holds that frame's bytes, without
-    * its terminator. A writer that died mid-frame leaves one, as does a file written without a
-    * final newline (`--final-delimiter`): refused under `require` (the stage fails, exit 1), else
-    * counted and passed on as an unterminated frame, and under `warn` reported when it came from
-    * a pipe or the like (a regular file's last line is what the file holds).
-    */
+  /** The stream ended inside a frame: [[PartialFrame]], counted. */
   private def endedInsideFrame(batch: FrameBatch): Unit =
-    val terminator = if framing == Framing.Nul then "0 byte" else "newline"
-    val said = s"the input ended inside a frame (${batch.length} bytes after its last $terminator)"
-    if finalDelimiter == FinalDelimiter.Require then
-      batch.release()
-      throw FramingException(s"$said: not passed on (--final-delimiter require)")
+    val warning = PartialFrame.check(batch, framing, finalDelimiter, address.render, streamed)
     counters.unterminated += 1
-    if streamed && finalDelimiter == FinalDelimiter.Warn then
-      notes = s"asyncpipe: ${address.render}: $said: passed on as they are (--final-delimiter require refuses them, optional passes them quietly)" :: notes
+    warning.foreach(w => notes = w :: notes)
 
   /** Copies the rest of the stream into `sink` inside the kernel ([[KernelCopy]]): from a regular
     * file, or from a pipe when splice(2) can be had. True when the input has ended; false when the
@@ -313,13 +311,7 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
   def write(batch: FrameBatch)(using Async): Unit =
     writer.nn.write(batch)
     if growth != null then growth.nn.passed(batch.length)
-    if batch.framing == framing || !countFrames then counters.add(batch, countFrames)
-    else
-      // Re-encoded (a UDP datagram, a frame of another stage's framing): count the bytes written.
-      var bytes = 0L
-      batch.foreach((_, _, length, terminated) => bytes += length + StreamOutput.overhead(framing, terminated))
-      counters.bytes += bytes
-      counters.frames += batch.frameCount
+    StreamOutput.count(counters, batch, framing, countFrames)
     batch.release()
 
   def idle()(using Async): Unit =
@@ -369,6 +361,34 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
 object StreamOutput:
   /** The bytes `framing` adds to a frame's payload on the wire. */
   def overhead(framing: Framing, terminated: Boolean): Int = if terminated then framing.overhead else 0
+
+  /** Counts `batch`, written in `framing`, into `counters`: as it is, or (re-encoded: a UDP
+    * datagram, a frame of another stage's framing) the bytes it took on the wire.
+    */
+  def count(counters: Counters, batch: FrameBatch, framing: Framing, countFrames: Boolean): Unit =
+    if batch.framing == framing || !countFrames then counters.add(batch, countFrames)
+    else
+      var bytes = 0L
+      batch.foreach((_, _, length, terminated) => bytes += length + overhead(framing, terminated))
+      counters.bytes += bytes
+      counters.frames += batch.frameCount
+
+/** `--final-delimiter` for a stream that ended inside a frame (`lines`, `nul`): the batch holds
+  * that frame's bytes, without its terminator. A writer that died mid-frame leaves one, as does a
+  * file written without a final newline: refused under `require` (the stage fails, exit 1), else
+  * passed on as an unterminated frame, and under `warn` reported when it came from a pipe, a
+  * socket or the like (a regular file's last line is what the file holds).
+  */
+object PartialFrame:
+  /** Throws under `require` (releasing `batch`); else the warning to give, if any. */
+  def check(batch: FrameBatch, framing: Framing, policy: FinalDelimiter, subject: String, streamed: Boolean): Option[String] =
+    val terminator = if framing == Framing.Nul then "0 byte" else "newline"
+    val said = s"the input ended inside a frame (${batch.length} bytes after its last $terminator)"
+    if policy == FinalDelimiter.Require then
+      batch.release()
+      throw FramingException(s"$said: not passed on (--final-delimiter require)")
+    Option.when(streamed && policy == FinalDelimiter.Warn)(
+      s"asyncpipe: $subject: $said: passed on as they are (--final-delimiter require refuses them, optional passes them quietly)")
 
 /** The next stage of an in-process pipeline: messages go into its channel as they are (no framing),
   * shared among that stage's `consumers` outputs, and the end of this stage's input becomes one

@@ -36,7 +36,7 @@ import scala.util.{Failure, Success, Try}
   * `mux --output-error warn` keeps going when one of several outputs fails, or cannot be opened
   * (see [[OutputError]]).
   */
-final class Flow(stages: Seq[Flow.Stage], io: Io):
+final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
   import Flow.*
 
   // One StageOptions for reporting: Stages gives every stage the same stats flags.
@@ -63,22 +63,27 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       // use) must not leave an output file truncated or created behind it.
       for s <- stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
       stages.zipWithIndex.map { (s, k) =>
-        s.copy(outputs = openOutputs(s, chained = k < stages.length - 1, o => opened += (() => o.abort())))
+        s.copy(outputs = openOutputs(s, chained = chained && k < stages.length - 1, o => opened += (() => o.abort())))
       }
     catch
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))
         return Left(e.error)
-    for s <- live; i <- s.inputs; line <- i.opened do tell.notice(line)
+    for s <- live; i <- s.inputs do
+      i.opened.foreach(tell.notice)
+      i.attach(tell)
+    for s <- live; o <- s.outputs do
+      o.opened.foreach(tell.notice)
+      o.attach(tell)
     Signals.onStop(stop => control.stop(StopReason.Signalled(stop)))
     stats.start()
     Async.blocking {
       val last = live.length - 1
       var upstream: Option[Channel[FrameBatch]] = None
       // How many outputs read each message of stage k (its endpoints, and the next stage's channel).
-      def consumers(k: Int) = live(k).outputs.size + (if k < last then 1 else 0)
+      def consumers(k: Int) = live(k).outputs.size + (if chained && k < last then 1 else 0)
       val finished = live.zipWithIndex.flatMap { (stage, k) =>
-        val next = if k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
+        val next = if chained && k < last then Some(newChannel[FrameBatch](stage.options.buffer)) else None
         val outputs = stage.outputs ++ next.map(ChannelOutput(s"stage ${k + 2}", _, consumers(k + 1)))
         // A --buffer given asks for reading ahead, which only a queue between the two gives.
         val direct = upstream.isEmpty && outputs.size == 1 && stage.inputs.size == 1 &&
@@ -90,6 +95,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io):
       }
       finished.foreach(_.await)
     }
+    for s <- live; o <- s.outputs; note <- o.endNotes do tell.warning(note)
     watches.asScala.foreach(_.stop())
     live.foreach(_.inputs.foreach(i => Try(i.close())))
     stats.finish()

@@ -43,6 +43,13 @@ object StageVerb extends Verb:
     for
       line <- StageOptions.parse(args, None, synopsis, mux = false)
       addrs <- line.operands.toList.traverse(Address.parse)
+      status <- addrs match
+        case List(only: StreamSocketAddress) if only.converses => Stages.converse(only, line.options, io)
+        case _ => copy(addrs, line, io)
+    yield status
+
+  private def copy(addrs: List[Address], line: StageLine, io: Io): Either[CliError, Int] =
+    for
       pair <- addrs match
         case List(only) =>
           Address.inferRole(only, StreamKind.of(0), StreamKind.of(1), only.present).map {

@@ -20,6 +20,21 @@ object Stages:
       status <- Flow(reporting(plans).map(toStage(_, io)), io).run()
     yield status
 
+  /** A single connecting address (`asyncpipe tcp:HOST:PORT`), a conversation as `nc` has: stdin
+    * goes to the connection and what comes back to stdout, two stages side by side on one
+    * connection (its input connects, its output shares it). Sending ends at stdin's end (FIN);
+    * the whole ends when the peer has ended its side too.
+    */
+  def converse(address: StreamSocketAddress, options: StageOptions, io: Io): Either[CliError, Int] =
+    val plans = Seq(StagePlan(Seq(address), Seq(StdAddress), options), StagePlan(Seq(StdAddress), Seq(address), options))
+    optionsTaken(plans).flatMap { _ =>
+      val o = reporting(plans).head.options
+      val shared = SharedConnection()
+      val receive = Flow.Stage(Seq(ConnectInput(address, o, shared)), Seq(StdAddress.output(o, io.out)), o)
+      val send = Flow.Stage(Seq(StdAddress.input(o)), Seq(ConnectOutput(address, o, shared)), o)
+      Flow(Seq(receive, send), io, chained = false).run()
+    }
+
   /** Every endpoint option given is taken by an endpoint of the command (`--count` by a `udp:`
     * source), and `--size` comes with the `--progress` it is for: an option that would be ignored
     * is refused, naming what it is for.

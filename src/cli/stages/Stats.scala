@@ -167,6 +167,13 @@ final class Diagnostics(err: PrintStream, json: Boolean):
   def warning(text: String): Unit = line("warning", text)
   def summary(text: String): Unit = line("summary", text)
   def error(text: String): Unit = line("error", text)
+  /** A record of its own: `{"kind": json}` under `--stats-json`, else `text`. */
+  def record(kind: String, obj: String, text: String): Unit =
+    err.synchronized {
+      val before = beforeLine
+      if before != null then before.run()
+      err.println(if json then s"{\"$kind\":$obj}" else text)
+    }
 
   private def line(kind: String, text: String): Unit =
     if text.nonEmpty then

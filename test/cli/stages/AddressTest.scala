@@ -103,10 +103,10 @@ class AddressTest extends munit.FunSuite:
     refused("", "an empty address", "file:PATH")
     refused("out.txt", "'out.txt' is not an address", "file:out.txt")
     refused("--x", "'--x' is not an address")
-    val e = refused("fiel:x", "unknown address scheme 'fiel:'", "known: file, null, tick, udp", "did you mean 'file'?")
+    val e = refused("fiel:x", "unknown address scheme 'fiel:'", "known: file, null, tcp, tcp-listen, tick, udp, unix, unix-listen", "did you mean 'file'?")
     assertEquals(expectedOf(e), Address.forms.map(_._1).mkString(", "))
     refused("FILE:x", "unknown address scheme 'FILE:'", "did you mean 'file'?")
-    refused("tcp:localhost:80", "unknown address scheme 'tcp:'")
+    refused("sctp:localhost:80", "unknown address scheme 'sctp:'")
 
   test("file: errors name the rule, and show the file form"):
     val e = refused("file:", "the file path is empty")

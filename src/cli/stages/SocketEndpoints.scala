@@ -1,0 +1,341 @@
+package asyncpipe.cli.stages
+
+import asyncpipe.cli.command.*
+import asyncpipe.cli.frames.*
+import asyncpipe.cli.system.*
+
+import asyncpipe.async.*
+import asyncpipe.io.IoFailure
+import java.io.IOException
+import java.net.{InetSocketAddress, SocketTimeoutException, StandardProtocolFamily, StandardSocketOptions, UnixDomainSocketAddress}
+import java.nio.ByteBuffer
+import java.nio.channels.{ReadableByteChannel, ServerSocketChannel, SocketChannel, WritableByteChannel}
+import java.nio.file.{Files, LinkOption, Path}
+import scala.concurrent.duration.FiniteDuration
+
+/** One connected stream socket: its two directions and the peer's name. */
+trait Connection:
+  def in: ReadableByteChannel
+  def out: WritableByteChannel
+  /** The peer, as a message names it (`127.0.0.1:40122`, or the socket's path). */
+  def peer: String
+  /** Ends this side's direction (TCP FIN): the peer reads the end; it may still send. */
+  def shutdownOutput(): Unit
+  def close(): Unit
+
+/** A TCP or Unix connection: one blocking [[SocketChannel]]. */
+final class SocketConnection(channel: SocketChannel, val peer: String) extends Connection:
+  def in: ReadableByteChannel = channel
+  def out: WritableByteChannel = channel
+  def shutdownOutput(): Unit = try channel.shutdownOutput() catch case _: IOException => ()
+  def close(): Unit = try channel.close() catch case _: IOException => ()
+
+/** Raised for a connect that ran past `connect-timeout`: the stage exits 124, as timeout(1). */
+final class ConnectTimedOut(val after: FiniteDuration) extends IOException(s"no connection within ${Durations.render(after)} (connect-timeout)")
+
+/** Connecting and listening, for the stream-socket kinds ([[StreamSocket]]). */
+object Sockets:
+  /** The socket address of `a` (a name is looked up here). */
+  private def target(a: StreamSocketAddress): java.net.SocketAddress = a.where match
+    case SocketWhere.Port(host, port) =>
+      host.fold(InetSocketAddress(port))(h => InetSocketAddress(java.net.InetAddress.getByName(h.literal), port))
+    case SocketWhere.Path(path) => UnixDomainSocketAddress.of(path)
+
+  private def open(a: StreamSocketAddress): SocketChannel =
+    if a.family == SocketFamily.Unix then SocketChannel.open(StandardProtocolFamily.UNIX) else SocketChannel.open()
+
+  private def configure(ch: SocketChannel, s: SocketSettings, tcp: Boolean): Unit =
+    if tcp then
+      if s.keepalive then ch.setOption(StandardSocketOptions.SO_KEEPALIVE, java.lang.Boolean.TRUE)
+      if s.nodelay then ch.setOption(StandardSocketOptions.TCP_NODELAY, java.lang.Boolean.TRUE)
+
+  /** One attempt to connect, within `connect-timeout`. */
+  def connectOnce(a: StreamSocketAddress): Connection =
+    val ch = open(a)
+    try
+      configure(ch, a.settings, a.family == SocketFamily.Tcp)
+      val timeout = a.settings.connectTimeout.toMillis.min(Int.MaxValue).toInt.max(1)
+      try ch.socket().connect(target(a), timeout)
+      catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
+      SocketConnection(ch, a.where.render)
+    catch
+      case e: Throwable =>
+        try ch.close() catch case _: IOException => ()
+        throw e
+
+  /** Connects, trying again up to `retry` times `interval` apart (each try told through `say`);
+    * throws [[CliError.Failed]] naming the address and the last reason.
+    */
+  def connect(a: StreamSocketAddress, say: String => Unit, sleep: Long => Unit): Connection =
+    var attempt = 0
+    var result: Connection | Null = null
+    while result == null do
+      try result = connectOnce(a)
+      catch
+        case e: Exception if attempt < a.settings.retry =>
+          attempt += 1
+          say(s"asyncpipe: ${a.render}: connect: ${reason(e)}; trying again in ${Durations.render(a.settings.interval)} ($attempt of ${a.settings.retry})")
+          sleep(a.settings.interval.toNanos)
+        case e: Exception => throw failure(a, "connect", e)
+    result.nn
+
+  /** The user's error for `e`, an operation on `a` that failed: exit 124 for a connect timeout. */
+  def failure(a: StreamSocketAddress, operation: String, e: Throwable): CliError.Failed =
+    FdReserve.release(e)
+    e match
+      case t: ConnectTimedOut => CliError.Failed(CliError.Expired(a.render, s"$operation: ${t.getMessage}"))
+      case _                  => CliError.Failed(CliError.Runtime(a.render, s"$operation: ${reason(e)}"))
+
+  /** Waits `nanos` (a wait between connects); an interrupt ends it, and is kept. */
+  def pause(nanos: Long): Unit =
+    try Thread.sleep(java.time.Duration.ofNanos(nanos))
+    catch case _: InterruptedException => Thread.currentThread.interrupt()
+
+  /** How a sink's wait for its peer to close ended, and the bytes the peer sent meanwhile. */
+  enum Lingered:
+    case Closed(bytes: Long)
+    case TimedOut(bytes: Long)
+
+  /** After this side's FIN: reads (and drops) what the peer sends until it closes, for at most
+    * `limit`; then the connection is closed by the caller.
+    */
+  def linger(c: Connection, limit: FiniteDuration): Lingered =
+    val got = java.util.concurrent.atomic.AtomicLong()
+    val reader = Thread.ofVirtual().name("asyncpipe-linger").start { () =>
+      val b = ByteBuffer.allocate(8192)
+      try
+        var n = 0
+        while { b.clear(); n = c.in.read(b); n >= 0 } do got.addAndGet(n)
+      catch case _: IOException => ()
+    }
+    val closed =
+      try reader.join(java.time.Duration.ofNanos(limit.toNanos))
+      catch case _: InterruptedException => { Thread.currentThread.interrupt(); false }
+    if closed then Lingered.Closed(got.get)
+    else
+      c.close()
+      reader.join()
+      Lingered.TimedOut(got.get)
+
+  def reason(e: Throwable): String = e match
+    case _: DownstreamGone => "the peer closed the connection (broken pipe)"
+    case _                 => IoFailure.reason(e)
+
+  /** Binds `a` and listens (a Unix path: a stale socket file there is replaced first, anything else
+    * refused); throws [[CliError.Failed]].
+    */
+  def listen(a: StreamSocketAddress, say: String => Unit): SocketListener =
+    val unixPath = a.where match
+      case SocketWhere.Path(p) => Some(Path.of(p))
+      case _                   => None
+    unixPath.foreach(clearStale(a, _, say))
+    val ch = if a.family == SocketFamily.Unix then ServerSocketChannel.open(StandardProtocolFamily.UNIX) else ServerSocketChannel.open()
+    try
+      if a.family == SocketFamily.Tcp then ch.setOption(StandardSocketOptions.SO_REUSEADDR, java.lang.Boolean.TRUE)
+      ch.bind(target(a), SocketListener.Backlog)
+      SocketListener(ch, a, unixPath)
+    catch
+      case e: Exception =>
+        try ch.close() catch case _: IOException => ()
+        throw failure(a, "listen", e)
+
+  // The file type bits of st_mode, and those of a socket.
+  private val TypeMask = 0xf000
+  private val SocketType = 0xc000
+
+  /** A socket file left at `path` by a server that is gone is removed (a connect to it is refused);
+    * a socket with a server behind it, or anything that is not a socket, is refused and left as it is.
+    */
+  private def clearStale(a: StreamSocketAddress, path: Path, say: String => Unit): Unit =
+    if Files.exists(path, LinkOption.NOFOLLOW_LINKS) then
+      val mode = try Files.getAttribute(path, "unix:mode", LinkOption.NOFOLLOW_LINKS).asInstanceOf[Int] catch case _: Exception => 0
+      if (mode & TypeMask) != SocketType then
+        val what = if Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS) then "a directory"
+          else if Files.isSymbolicLink(path) then "a symbolic link" else if Files.isRegularFile(path, LinkOption.NOFOLLOW_LINKS) then "a regular file"
+          else "not a socket"
+        throw CliError.Failed(CliError.Runtime(a.render, s"listen: $path exists and is $what, not a socket: it is never removed (remove it, or choose another path)"))
+      val answered =
+        try
+          val probe = SocketChannel.open(StandardProtocolFamily.UNIX)
+          try { probe.connect(UnixDomainSocketAddress.of(path)); true } finally probe.close()
+        catch case _: IOException => false
+      if answered then throw CliError.Failed(CliError.Runtime(a.render, s"listen: address already in use (a server answers on $path)"))
+      try Files.delete(path) catch case e: IOException => throw failure(a, s"remove the stale socket $path", e)
+      say(s"asyncpipe: ${a.render}: replaced a stale socket file (no server answered on it)")
+
+/** A listening socket. */
+final class SocketListener(channel: ServerSocketChannel, address: StreamSocketAddress, unixPath: Option[Path]):
+  /** The port it listens on (the one the kernel chose, for port 0); -1 for a Unix socket. */
+  def localPort: Int = channel.getLocalAddress match
+    case i: InetSocketAddress => i.getPort
+    case _                    => -1
+
+  /** The next connection (blocks). */
+  def accept(): Connection =
+    val ch = channel.accept()
+    val peer = ch.getRemoteAddress match
+      case i: InetSocketAddress => s"${Option(i.getAddress).fold(i.getHostString)(_.getHostAddress)}:${i.getPort}"
+      case _                    => unixPath.fold("a client")(p => s"a client of $p")
+    if address.family == SocketFamily.Tcp then
+      if address.settings.keepalive then ch.setOption(StandardSocketOptions.SO_KEEPALIVE, java.lang.Boolean.TRUE)
+      if address.settings.nodelay then ch.setOption(StandardSocketOptions.TCP_NODELAY, java.lang.Boolean.TRUE)
+    SocketConnection(ch, peer)
+
+  /** The note for port 0: which port the kernel chose. */
+  def chosenPort: Seq[String] = address.where match
+    case SocketWhere.Port(_, 0) => Seq(s"asyncpipe: ${address.render} listens on port $localPort")
+    case _                      => Nil
+
+  /** Stops listening, and removes the socket file it made. */
+  def close(): Unit =
+    if channel.isOpen then
+      try channel.close() catch case _: IOException => ()
+      unixPath.foreach(p => try Files.deleteIfExists(p) catch case _: IOException => ())
+
+object SocketListener:
+  /** Connections the kernel queues before they are accepted (capped by net.core.somaxconn). */
+  val Backlog = 4096
+
+// -------------------------------------------------------------------------------------------------
+// Reading frames from a connection
+
+/** Reads one connection's frames into `out` until the peer ends its side: whole frames only, the
+  * connection's own framing, `--final-delimiter` for a last frame without its terminator. Counts
+  * into `counters` (shared by every connection of a listener: added under its lock) and `own`.
+  */
+private[stages] final class ConnectionReader(subject: String, options: StageOptions, pool: BufferPool, counters: Counters,
+    own: Counters, warn: String => Unit):
+  /** Reads `conn` to its end; throws on a broken connection or a framing error (whole frames read
+    * before it were passed on). The bytes of a partial frame left at a break are in [[pending]].
+    */
+  def run(conn: Connection, out: SendableChannel[FrameBatch])(using Async): Unit =
+    val reader = BatchReader(options.frame, pool)
+    current = reader
+    val emit: FrameBatch => Unit = batch =>
+      if !batch.terminated then
+        PartialFrame.check(batch, options.frame, options.finalDelimiter, s"$subject: ${conn.peer}", streamed = true).foreach(warn)
+        count(_.unterminated += 1)
+      count(_.add(batch, options.countingFrames))
+      out.send(batch)
+    var done = false
+    while !done do
+      val n = conn.in.read(reader.room)
+      if n > 0 then reader.filled(emit)
+      else if n < 0 then
+        current = null
+        reader.finish(emit)
+        done = true
+
+  private var current: BatchReader | Null = null
+  /** Bytes read after the last whole frame (a partial one), when a read failed. */
+  def pending: Int = { val r = current; if r == null then 0 else try r.pending catch case _: IllegalStateException => 0 }
+
+  private def count(f: Counters => Unit): Unit =
+    counters.synchronized(f(counters))
+    f(own)
+
+/** `tcp:`, `unix:` as a source: the frames the connection brings, until the peer ends its side.
+  * With `retry`, a connection that breaks (a reset, not an end) is made again: the frames read
+  * whole before the break have been passed on; a partial frame at the break is dropped (and said);
+  * what the peer sends again on the new connection is its own affair.
+  */
+final class ConnectInput(val address: StreamSocketAddress, options: StageOptions, shared: SharedConnection | Null = null) extends Input:
+  private val holder = if shared != null then shared else SharedConnection()
+  @volatile private var closed = false
+  private val pool = BufferPool(Endpoints.ReadSize, keep = 2 * options.buffer + 4)
+  @volatile private var notes: List[String] = Nil
+  private val warnings = java.util.concurrent.ConcurrentLinkedQueue[String]()
+
+  override def detached: Boolean = true
+  override def countsFrames: Boolean = options.countingFrames
+
+  // Each failed try is said at once (the flow's diagnostics start once every endpoint is open).
+  def open(): Unit =
+    holder.conn = Sockets.connect(address, System.err.println, Sockets.pause)
+
+  override def opened: Seq[String] = drainWarnings()
+  override def endNotes: Seq[String] = drainWarnings() ++ notes.reverse
+
+  private def drainWarnings(): Seq[String] =
+    val b = Seq.newBuilder[String]
+    var w = warnings.poll()
+    while w != null do { b += w; w = warnings.poll() }
+    b.result()
+
+  def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
+    var retriesLeft = address.settings.retry
+    var done = false
+    while !done do
+      val reader = ConnectionReader(address.render, options, pool, counters, Counters(address.render), w => notes = w :: notes)
+      try
+        reader.run(holder.conn.nn, out)
+        done = true
+      catch
+        case e: IOException if !closed && retriesLeft > 0 =>
+          retriesLeft -= 1
+          val lost = reader.pending
+          val partial = if lost > 0 then s" ($lost bytes of a partial frame dropped)" else ""
+          warnings.add(s"asyncpipe: ${address.render}: the connection broke: ${Sockets.reason(e)}$partial; connecting again " +
+            s"in ${Durations.render(address.settings.interval)} (${address.settings.retry - retriesLeft} of ${address.settings.retry})")
+          holder.conn.nn.close()
+          Sockets.pause(address.settings.interval.toNanos)
+          holder.conn = Sockets.connect(address.copy(settings = address.settings.copy(retry = 0)), warnings.add(_), Sockets.pause)
+        case e: IOException if !closed => throw Sockets.failure(address, "read", e)
+
+  def close(): Unit =
+    closed = true
+    val c = holder.conn
+    if c != null then c.close()
+
+/** The connection of a conversation: opened by its input, written by its output. */
+final class SharedConnection:
+  @volatile var conn: Connection | Null = null
+
+/** `tcp:`, `unix:` as a sink: frames written to the connection; at the end of input, the rest is
+  * flushed, this side shut (FIN), and the peer given up to `linger` to close its side (what it
+  * sends meanwhile is read and dropped, and said). In a conversation (`shared`), the input reads
+  * what the peer sends, so the end is only the FIN.
+  */
+final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, shared: SharedConnection | Null = null) extends Output:
+  def name: String = address.render
+  private var conn: Connection | Null = null
+  private var out: OwnedOutput | Null = null
+  private var writer: FrameWriter | Null = null
+  @volatile private var notes: List[String] = Nil
+
+  def open(): Unit =
+    conn = if shared != null then shared.conn.nn else Sockets.connect(address, System.err.println, Sockets.pause)
+    out = OwnedOutput(conn.nn.out)
+    writer = FrameWriter(options.frame, out.nn)
+
+  override def endNotes: Seq[String] = notes.reverse
+
+  def write(batch: FrameBatch)(using Async): Unit =
+    try
+      writer.nn.write(batch)
+      StreamOutput.count(counters, batch, options.frame, options.countingFrames)
+    catch case e: IOException => throw Sockets.failure(address, "write", e)
+    finally batch.release()
+
+  def idle()(using Async): Unit =
+    try writer.nn.flush() catch case e: IOException => throw Sockets.failure(address, "write", e)
+
+  def finish()(using Async): Unit =
+    val c = conn.nn
+    try
+      writer.nn.flush()
+      out.nn.flush()
+    catch case e: IOException => throw Sockets.failure(address, "write", e)
+    c.shutdownOutput()
+    if shared == null then
+      val dropped = Sockets.linger(c, address.settings.linger)
+      c.close()
+      dropped match
+        case Sockets.Lingered.Closed(0) => ()
+        case Sockets.Lingered.Closed(n) => notes = s"asyncpipe: ${address.render}: the peer sent $n bytes, dropped (a sink only writes)" :: notes
+        case Sockets.Lingered.TimedOut(n) =>
+          notes = s"asyncpipe: ${address.render}: every frame was sent, but the peer did not close within ${Durations.render(address.settings.linger)} (linger)${if n > 0 then s"; it sent $n bytes, dropped" else ""}" :: notes
+
+  def abort(): Unit =
+    val c = conn
+    if c != null && shared == null then c.close()
