@@ -168,7 +168,7 @@ object StreamSocket:
     val path = segments.head
     if path.isEmpty then p.bad(s"the socket's path is missing: ${kind.scheme}:PATH")
     else if path.getBytes(java.nio.charset.StandardCharsets.UTF_8).length > MaxUnixPath then
-      p.bad(s"a Unix socket's path is at most $MaxUnixPath bytes (sun_path); this one is ${path.length}")
+      p.bad(s"a Unix socket's path is at most $MaxUnixPath bytes (sun_path); this one is ${path.getBytes(java.nio.charset.StandardCharsets.UTF_8).length}")
     else settings(segments.tail, p).map((s, names) => StreamSocketAddress(kind, SocketFamily.Unix, listen, SocketWhere.Path(path), s, names))
 
   /** The longest path a Unix socket address holds on Linux (sun_path, less its final NUL). */
