@@ -97,6 +97,10 @@ trait Output:
   def opened: Seq[String] = Nil
   /** Where the endpoint tells of things as they happen (a listener's clients), once open. */
   def attach(tell: Diagnostics): Unit = ()
+  /** The flow is stopping: end any wait that is not a write in progress (a sink waiting for its
+    * first client, or for a client's queue), so that the stop's flush is not held up by it.
+    */
+  def stopping(): Unit = ()
   /** What a [[KernelCopy]] may move bytes into, if this output takes one. */
   def kernelTarget: KernelTarget | Null = null
   /** Writes out whatever the output buffered, then runs `move` (a kernel copy into the output's

@@ -75,6 +75,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
     for s <- live; o <- s.outputs do
       o.opened.foreach(tell.notice)
       o.attach(tell)
+    control.outputs = live.flatMap(_.outputs)
     Signals.onStop(stop => control.stop(StopReason.Signalled(stop)))
     stats.start()
     Async.blocking {
@@ -389,10 +390,14 @@ object Flow:
     // Opened with `stopped`: a paced output's waits end at a stop (the rest goes out at once).
     private val stopLatch = java.util.concurrent.CountDownLatch(1)
 
+    // Told once, at the stop: outputs end their waits that are not writes ([[Output.stopping]]).
+    @volatile var outputs: Seq[Output] = Nil
+
     def stop(why: StopReason): Unit =
-      synchronized { if ending.isEmpty then ending = Some(why) }
+      val first = synchronized { val f = ending.isEmpty; if f then ending = Some(why); f }
       stopped.complete(Success(()))
       stopLatch.countDown()
+      if first then outputs.foreach(o => Try(o.stopping()))
 
     /** Waits `nanos`, or less if the flow stops meanwhile (or was stopped). */
     def pause(nanos: Long): Unit =

@@ -159,18 +159,28 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
         now(i).offer(batch)
         i += 1
 
+  /** Waits for a client (`on-slow=block` with none connected); a stop ends the wait. */
   private def awaitClient(): Unit =
     lock.lock()
     try
       while clients.isEmpty && !ended do
-        someone.await(100, java.util.concurrent.TimeUnit.MILLISECONDS)
-        if Thread.currentThread.isInterrupted then throw java.util.concurrent.CancellationException("stopped")
+        try someone.await()
+        catch case _: InterruptedException => throw java.util.concurrent.CancellationException("stopped")
+      if clients.isEmpty then throw java.util.concurrent.CancellationException("stopped before a client connected")
     finally lock.unlock()
+
+  override def stopping(): Unit =
+    ended = true
+    lock.lock()
+    try someone.signalAll() finally lock.unlock()
+    clients.forEach(_.end()) // a send waiting on a full queue gives up; what is queued still goes out
 
   def idle()(using Async): Unit = ()
 
   def finish()(using Async): Unit =
     ended = true
+    lock.lock()
+    try someone.signalAll() finally lock.unlock()
     val l = listener
     if l != null then l.close()
     clients.forEach(_.end())
