@@ -55,8 +55,11 @@ object Sockets:
     try
       configure(ch, a.settings, a.family == SocketFamily.Tcp)
       val timeout = a.settings.connectTimeout.toMillis.min(Int.MaxValue).toInt.max(1)
-      try ch.socket().connect(target(a), timeout)
-      catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
+      // A Unix socket connects at once or is refused (and its channel has no socket adaptor).
+      if a.family == SocketFamily.Unix then ch.connect(target(a))
+      else
+        try ch.socket().connect(target(a), timeout)
+        catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
       SocketConnection(ch, a.where.render)
     catch
       case e: Throwable =>
@@ -187,8 +190,11 @@ final class SocketListener(channel: ServerSocketChannel, address: StreamSocketAd
     case _                      => Nil
 
   /** Stops listening, and removes the socket file it made. */
+  // Once: the channel may be closed already (an interrupted accept closes it), the file not yet.
+  private val closed = java.util.concurrent.atomic.AtomicBoolean()
+
   def close(): Unit =
-    if channel.isOpen then
+    if closed.compareAndSet(false, true) then
       try channel.close() catch case _: IOException => ()
       unixPath.foreach(p => try Files.deleteIfExists(p) catch case _: IOException => ())
 
