@@ -44,13 +44,16 @@ private[stages] final class ConnectionLog(address: Address, options: StageOption
   */
 final class ListenInput(val address: StreamSocketAddress, options: StageOptions) extends Input:
   private var listener: SocketListener | Null = null
-  private val pool = BufferPool(ListenInput.ReadSize, keep = 64)
+  private val once = address.settings.once
+  // One connection reads as a stream does; many, in smaller buffers each.
+  private val pool = if once then BufferPool(Endpoints.ReadSize, keep = 2 * options.buffer + 4) else BufferPool(ListenInput.ReadSize, keep = 64)
   private val live = AtomicInteger()
   private val log = ConnectionLog(address, options)
   @volatile private var notes: List[String] = Nil
 
-  // Accepts and reads in futures of the flow, which a stop cancels (and waits for).
-  override def detached: Boolean = false
+  // Many connections: accepted and read in futures of the flow, which a stop cancels (and waits
+  // for). One (`once`): read on a thread of its own, which a direct copy writes from (ADR 0013).
+  override def detached: Boolean = once
   override def countsFrames: Boolean = options.countingFrames
 
   def open(): Unit = listener = Sockets.listen(address, s => notes = s :: notes)

@@ -22,11 +22,16 @@ trait Connection:
   /** Ends this side's direction (TCP FIN): the peer reads the end; it may still send. */
   def shutdownOutput(): Unit
   def close(): Unit
+  /** The plain socket under it, which a kernel copy may write into (sendfile, splice); null for
+    * one that transforms what it sends (TLS).
+    */
+  def kernelChannel: SocketChannel | Null = null
 
 /** A TCP or Unix connection: one blocking [[SocketChannel]]. */
 final class SocketConnection(channel: SocketChannel, val peer: String) extends Connection:
   def in: ReadableByteChannel = channel
   def out: WritableByteChannel = channel
+  override def kernelChannel: SocketChannel | Null = channel
   def shutdownOutput(): Unit = try channel.shutdownOutput() catch case _: IOException => ()
   def close(): Unit = try channel.close() catch case _: IOException => ()
 
@@ -345,3 +350,19 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
   def abort(): Unit =
     val c = conn
     if c != null && shared == null then c.close()
+
+  /** A plain socket takes a kernel copy when nothing is counted frame by frame: a regular file is
+    * sent with sendfile(2), a pipe spliced (ADR 0014).
+    */
+  override lazy val kernelTarget: KernelTarget | Null =
+    val ch = conn.nn.kernelChannel
+    if ch == null || options.countingFrames || !Splice.permitted then null
+    else
+      val fd = Splice.descriptor(ch)
+      if fd < 0 then null else KernelTarget(fd, ch)
+
+  override def kernelMove[T](move: => T): T =
+    writer.nn.flush()
+    out.nn.exclusively(move)
+
+  override def movedInKernel(n: Long): Unit = counters.bytes += n

@@ -30,7 +30,8 @@ object Splice:
     try
       val fdVal = Class.forName("sun.nio.ch.IOUtil").getDeclaredMethod("fdVal", classOf[FileDescriptor])
       fdVal.setAccessible(true) // throws unless sun.nio.ch is opened to us
-      val fields = Seq("sun.nio.ch.FileChannelImpl", "sun.nio.ch.SourceChannelImpl", "sun.nio.ch.SinkChannelImpl").map { c =>
+      val fields = Seq("sun.nio.ch.FileChannelImpl", "sun.nio.ch.SourceChannelImpl", "sun.nio.ch.SinkChannelImpl",
+          "sun.nio.ch.SocketChannelImpl").map { c =>
         val f = Class.forName(c).getDeclaredField("fd")
         f.setAccessible(true)
         Class.forName(c) -> f
@@ -64,7 +65,7 @@ object Splice:
   /** The calls for one thread (each keeps its own errno), if kernel copies are possible here. */
   def syscalls(): Option[Syscalls] = calls.map(Syscalls(_))
 
-  /** The descriptor `channel` (a FileChannel, a Pipe's end, opened by the JDK) reads or writes, or
+  /** The descriptor `channel` (a FileChannel, a Pipe's end, a SocketChannel, opened by the JDK) reads or writes, or
     * -1 when it cannot be known.
     */
   def descriptor(channel: AnyRef): Int =
