@@ -238,6 +238,18 @@ object Address:
   /** The forms of every kind, for help. */
   def forms: Seq[(String, String)] = AddressKinds.all.flatMap(_.forms)
 
+  /** Each option of each kind that has options not spelt out in its forms (the stream sockets'
+    * `OPT...`), as `scheme: form` and its help; an option several kinds share is listed once,
+    * under all of them.
+    */
+  def optionLines: Seq[(String, String)] =
+    val kinds = AddressKinds.all.filter(k => k.forms.exists(_._1.contains("OPT...")))
+    val options = kinds.flatMap(_.options).distinct
+    options.map { o =>
+      val schemes = kinds.filter(_.options.contains(o)).map(_.scheme)
+      (o.form, s"${o.help}; ${schemes.mkString(", ")}")
+    }
+
   /** The schemes of the kinds written SCHEME:... (all but `-`). */
   def schemes: Set[String] = AddressKinds.all.map(_.scheme).filter(_ != "-").toSet
 

@@ -26,6 +26,9 @@ object StageVerb extends Verb:
        |Addresses:
        |${Options.table(Address.forms, maxColumn = 24)}
        |
+       |Address options (after a ',' in the address; OPT... above):
+       |${Options.table(Address.optionLines, maxColumn = 24)}
+       |
        |Options:
        |${StageOptions.helpLines(mux = false)}
        |

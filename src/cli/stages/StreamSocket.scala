@@ -104,7 +104,7 @@ object StreamSocket:
   val connectTimeout = AddressOption.valued("connect-timeout", duration,
     s"give up connecting after DURATION: exit 124 (default ${Durations.render(SocketSettings.DefaultConnectTimeout)})")
   val retry = AddressOption.valued("retry", Reader.wholeNumber(0, 1_000_000),
-    "connect again up to N times after a refused or broken connection (default 0); see the help on what a reconnect may lose")
+    "connect again up to N times after a refused connect, or a source's broken connection (whole frames before the break were passed on, a partial one is dropped; default 0)")
   val interval = AddressOption.valued("interval", duration, "the wait before each reconnect (default 1s)")
   val linger = AddressOption.valued("linger", duration,
     s"a sink, after its end of input: wait up to DURATION for the peer to close (default ${Durations.render(SocketSettings.DefaultLinger)})",
