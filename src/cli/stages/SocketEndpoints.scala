@@ -55,13 +55,35 @@ object Sockets:
     try
       configure(ch, a.settings, a.family == SocketFamily.Tcp)
       val timeout = a.settings.connectTimeout.toMillis.min(Int.MaxValue).toInt.max(1)
-      try ch.socket().connect(target(a), timeout)
-      catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
+      if a.family == SocketFamily.Unix then connectUnix(ch, a, timeout)
+      else
+        try ch.socket().connect(target(a), timeout)
+        catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
       SocketConnection(ch, a.where.render)
     catch
       case e: Throwable =>
         try ch.close() catch case _: IOException => ()
         throw e
+
+  /** A Unix channel has no socket adaptor (`socket()` throws "not supported"), so no connect with a
+    * timeout: it connects directly. Such a connect blocks only while the listener's backlog is
+    * full; past `timeoutMillis` the channel is closed, which ends the connect.
+    */
+  private def connectUnix(ch: SocketChannel, a: StreamSocketAddress, timeoutMillis: Int): Unit =
+    val expired = java.util.concurrent.atomic.AtomicBoolean(false)
+    val timer = Thread.ofVirtual().name("asyncpipe-connect-timeout").start { () =>
+      try
+        Thread.sleep(timeoutMillis.toLong)
+        expired.set(true)
+        ch.close()
+      catch case _: InterruptedException => ()
+    }
+    try ch.connect(target(a))
+    catch case _: IOException if expired.get => throw ConnectTimedOut(a.settings.connectTimeout)
+    finally
+      timer.interrupt()
+      timer.join()
+    if expired.get then throw ConnectTimedOut(a.settings.connectTimeout)
 
   /** Connects, trying again up to `retry` times `interval` apart (each try told through `say`);
     * throws [[CliError.Failed]] naming the address and the last reason.
@@ -202,9 +224,11 @@ object SocketListener:
 /** Reads one connection's frames into `out` until the peer ends its side: whole frames only, the
   * connection's own framing, `--final-delimiter` for a last frame without its terminator. Counts
   * into `counters` (shared by every connection of a listener: added under its lock) and `own`.
+  * A warning names `subject` and the peer, unless `subject` names it already (`namesPeer`: a
+  * connecting address, whose peer is its HOST:PORT or path).
   */
 private[stages] final class ConnectionReader(subject: String, options: StageOptions, pool: BufferPool, counters: Counters,
-    own: Counters, warn: String => Unit):
+    own: Counters, warn: String => Unit, namesPeer: Boolean = false):
   /** Reads `conn` to its end; throws on a broken connection or a framing error (whole frames read
     * before it were passed on). The bytes of a partial frame left at a break are in [[pending]].
     */
@@ -213,7 +237,8 @@ private[stages] final class ConnectionReader(subject: String, options: StageOpti
     current = reader
     val emit: FrameBatch => Unit = batch =>
       if !batch.terminated then
-        PartialFrame.check(batch, options.frame, options.finalDelimiter, s"$subject: ${conn.peer}", streamed = true).foreach(warn)
+        PartialFrame.check(batch, options.frame, options.finalDelimiter, if namesPeer then subject else s"$subject: ${conn.peer}",
+          streamed = true).foreach(warn)
         count(_.unterminated += 1)
       count(_.add(batch, options.countingFrames))
       out.send(batch)
@@ -266,7 +291,7 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
     var retriesLeft = address.settings.retry
     var done = false
     while !done do
-      val reader = ConnectionReader(address.render, options, pool, counters, Counters(address.render), w => notes = w :: notes)
+      val reader = ConnectionReader(address.render, options, pool, counters, Counters(address.render), w => notes = w :: notes, namesPeer = true)
       try
         reader.run(holder.conn.nn, out)
         done = true
