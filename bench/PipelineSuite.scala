@@ -216,7 +216,7 @@ object PipelineSuite extends Suite:
   // -----------------------------------------------------------------------------------------------
   // Helpers
 
-  private object Workspace:
+  private[bench] object Workspace:
     def create(): Path =
       val shm = Path.of("/dev/shm")
       if Files.isDirectory(shm) && Files.isWritable(shm) then Files.createTempDirectory(shm, "asyncpipe-bench")

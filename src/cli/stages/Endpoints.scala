@@ -279,19 +279,21 @@ final class StreamInput(val address: Address, path: Option[Path], follow: Boolea
       val ch = channel
       if ch != null then try ch.close() catch case _: IOException => ()
 
-/** Standard output, or a file (created or truncated; with `append`, appended to; with `fsync`,
-  * forced to disk each time the output catches up with its input and at the end). Frames are
-  * encoded into a 64 KiB buffer that is written out when full, when the stage is idle, and at the
-  * end: a stop never leaves a partial frame behind from this buffer.
-  */
 object StreamInput:
   /** The input of standard input (`path` None) or of a file, with read buffers for `options`. */
   def of(address: Address, path: Option[Path], follow: Boolean, options: StageOptions): StreamInput =
     StreamInput(address, path, follow, options.frame, options.countingFrames,
       BufferPool(Endpoints.ReadSize, keep = 2 * options.buffer + 4), options.finalDelimiter)
 
+/** Standard output, or a file (created or truncated; with `append`, appended to; with `fsync`,
+  * forced to disk each time the output catches up with its input and at the end). Frames are
+  * encoded into a 64 KiB buffer that is written out when full, when the stage is idle, and at the
+  * end: a stop never leaves a partial frame behind from this buffer. When idle, what is buffered
+  * reaches the OS once the output has been idle a while ([[OwnedOutput]]), or at once with
+  * `flushWhenIdle` (the reply side of a conversation, where someone waits for each answer).
+  */
 final class StreamOutput(val address: Address, path: Option[Path], append: Boolean, fsync: Boolean, framing: Framing,
-    stdout: OwnedOutput, countFrames: Boolean) extends Output:
+    stdout: OwnedOutput, countFrames: Boolean, flushWhenIdle: Boolean = false) extends Output:
   def name: String = address.render
   private var file: FileChannel | Null = null
   private var out: OwnedOutput = stdout
@@ -320,9 +322,8 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
 
   def idle()(using Async): Unit =
     writer.nn.flush()
-    if fsync then
-      out.flush()
-      file.nn.force(false)
+    if fsync || flushWhenIdle then out.flush()
+    if fsync then file.nn.force(false)
 
   def finish()(using Async): Unit =
     writer.nn.flush()

@@ -27,7 +27,7 @@ private[stages] final class ConnectionLog(address: Address, options: StageOption
     val t = tell
     if t != null && (options.stats || options.statsJson) then
       val seconds = (System.nanoTime() - startedNanos) / 1e9
-      val frames = if options.countingFrames then s"${own.frames} frames, " else ""
+      val frames = if options.countingFrames then s"${own.frames} frame${if own.frames == 1 then "" else "s"}, " else ""
       val text = f"asyncpipe: ${address.render}: $peer closed: $frames${StatsReporter.bytes(own.bytes.toDouble)} in $seconds%.2f s" +
         problem.fold("")(p => s" ($p)")
       val json = s"""{"address":${StatsReporter.quote(address.render)},"peer":${StatsReporter.quote(peer)},""" +
@@ -231,7 +231,7 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
           val next = queue.tryRead() match
             case Some(t) => t
             case None =>
-              if problem.isEmpty then try writer.flush() catch case e: IOException => failed(e)
+              if problem.isEmpty then try { writer.flush(); out.flush() } catch case e: IOException => failed(e)
               queue.read()
           next match
             case Failure(_) => open = false

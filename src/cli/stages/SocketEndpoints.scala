@@ -60,8 +60,7 @@ object Sockets:
     try
       configure(ch, a.settings, a.family == SocketFamily.Tcp)
       val timeout = a.settings.connectTimeout.toMillis.min(Int.MaxValue).toInt.max(1)
-      // A Unix socket connects at once or is refused (and its channel has no socket adaptor).
-      if a.family == SocketFamily.Unix then ch.connect(target(a))
+      if a.family == SocketFamily.Unix then connectUnix(ch, a, timeout)
       else
         try ch.socket().connect(target(a), timeout)
         catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
@@ -70,6 +69,26 @@ object Sockets:
       case e: Throwable =>
         try ch.close() catch case _: IOException => ()
         throw e
+
+  /** A Unix channel has no socket adaptor (`socket()` throws "not supported"), so no connect with a
+    * timeout: it connects directly. Such a connect blocks only while the listener's backlog is
+    * full; past `timeoutMillis` the channel is closed, which ends the connect.
+    */
+  private def connectUnix(ch: SocketChannel, a: StreamSocketAddress, timeoutMillis: Int): Unit =
+    val expired = java.util.concurrent.atomic.AtomicBoolean(false)
+    val timer = Thread.ofVirtual().name("asyncpipe-connect-timeout").start { () =>
+      try
+        Thread.sleep(timeoutMillis.toLong)
+        expired.set(true)
+        ch.close()
+      catch case _: InterruptedException => ()
+    }
+    try ch.connect(target(a))
+    catch case _: IOException if expired.get => throw ConnectTimedOut(a.settings.connectTimeout)
+    finally
+      timer.interrupt()
+      timer.join()
+    if expired.get then throw ConnectTimedOut(a.settings.connectTimeout)
 
   /** Connects, trying again up to `retry` times `interval` apart (each try told through `say`);
     * throws [[CliError.Failed]] naming the address and the last reason.
@@ -213,9 +232,11 @@ object SocketListener:
 /** Reads one connection's frames into `out` until the peer ends its side: whole frames only, the
   * connection's own framing, `--final-delimiter` for a last frame without its terminator. Counts
   * into `counters` (shared by every connection of a listener: added under its lock) and `own`.
+  * A warning names `subject` and the peer, unless `subject` names it already (`namesPeer`: a
+  * connecting address, whose peer is its HOST:PORT or path).
   */
 private[stages] final class ConnectionReader(subject: String, options: StageOptions, pool: BufferPool, counters: Counters,
-    own: Counters, warn: String => Unit):
+    own: Counters, warn: String => Unit, namesPeer: Boolean = false):
   /** Reads `conn` to its end; throws on a broken connection or a framing error (whole frames read
     * before it were passed on). The bytes of a partial frame left at a break are in [[pending]].
     */
@@ -224,7 +245,8 @@ private[stages] final class ConnectionReader(subject: String, options: StageOpti
     current = reader
     val emit: FrameBatch => Unit = batch =>
       if !batch.terminated then
-        PartialFrame.check(batch, options.frame, options.finalDelimiter, s"$subject: ${conn.peer}", streamed = true).foreach(warn)
+        PartialFrame.check(batch, options.frame, options.finalDelimiter, if namesPeer then subject else s"$subject: ${conn.peer}",
+          streamed = true).foreach(warn)
         count(_.unterminated += 1)
       count(_.add(batch, options.countingFrames))
       out.send(batch)
@@ -277,7 +299,7 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
     var retriesLeft = address.settings.retry
     var done = false
     while !done do
-      val reader = ConnectionReader(address.render, options, pool, counters, Counters(address.render), w => notes = w :: notes)
+      val reader = ConnectionReader(address.render, options, pool, counters, Counters(address.render), w => notes = w :: notes, namesPeer = true)
       try
         reader.run(holder.conn.nn, out)
         done = true
@@ -328,8 +350,12 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
     catch case e: IOException => throw Sockets.failure(address, "write", e)
     finally batch.release()
 
+  // Nothing more at hand: sent at once, as nc sends each read (a reply may be waiting on it).
   def idle()(using Async): Unit =
-    try writer.nn.flush() catch case e: IOException => throw Sockets.failure(address, "write", e)
+    try
+      writer.nn.flush()
+      out.nn.flush()
+    catch case e: IOException => throw Sockets.failure(address, "write", e)
 
   def finish()(using Async): Unit =
     val c = conn.nn

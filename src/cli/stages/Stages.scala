@@ -30,7 +30,8 @@ object Stages:
     optionsTaken(plans).flatMap { _ =>
       val o = reporting(plans).head.options
       val shared = SharedConnection()
-      val receive = Flow.Stage(Seq(ConnectInput(address, o, shared)), Seq(StdAddress.output(o, io.out)), o)
+      val stdout = StreamOutput(StdAddress, None, append = false, fsync = false, o.frame, io.out, o.countingFrames, flushWhenIdle = true)
+      val receive = Flow.Stage(Seq(ConnectInput(address, o, shared)), Seq(stdout), o)
       val send = Flow.Stage(Seq(StdAddress.input(o)), Seq(ConnectOutput(address, o, shared)), o)
       Flow(Seq(receive, send), io, chained = false).run()
     }

@@ -41,8 +41,10 @@ final case class StreamSocketAddress(kind: AddressKind, family: SocketFamily, li
       Some(s"port 0 (any free port) is for listening (${family.listenScheme}:0); connecting needs a port in 1-65535")
     case _ => None
 
-  /** The single-address form: a connecting address both sends stdin and receives into stdout. */
-  def converses: Boolean = !listen
+  /** The single-address form: a connecting address both sends stdin and receives into stdout. One
+    * that can play no role (port 0) is not: the single-address rule refuses it, with the reason.
+    */
+  def converses: Boolean = !listen && roles.nonEmpty
 
   def input(options: StageOptions): Input =
     if listen then ListenInput(this, options) else ConnectInput(this, options)
