@@ -54,6 +54,9 @@ final class ListenInput(val address: StreamSocketAddress, options: StageOptions)
   // Many connections: accepted and read in futures of the flow, which a stop cancels (and waits
   // for). One (`once`): read on a thread of its own, which a direct copy writes from (ADR 0013).
   override def detached: Boolean = once
+  // `once`: more already in the connection's socket (a direct copy flushes only when not).
+  override def atHand: Boolean = { val d = onceFd; d >= 0 && Readable.bytes(d) > 0 }
+  @volatile private var onceFd = -1
   override def countsFrames: Boolean = options.countingFrames
 
   def open(): Unit = listener = Sockets.listen(address, s => notes = s :: notes)
@@ -63,7 +66,11 @@ final class ListenInput(val address: StreamSocketAddress, options: StageOptions)
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     val l = listener.nn
-    if address.settings.once then serve(l.accept(), out, alone = true)
+    if address.settings.once then
+      val c = l.accept()
+      val ch = c.kernelChannel
+      if ch != null then onceFd = Splice.descriptor(ch)
+      serve(c, out, alone = true)
     else
       Async.group {
         while true do

@@ -281,6 +281,8 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
 
   override def detached: Boolean = true
   override def countsFrames: Boolean = options.countingFrames
+  // More already in the socket: a direct copy writes on without flushing (ADR 0013).
+  override def atHand: Boolean = holder.atHand
 
   // Each failed try is said at once (the flow's diagnostics start once every endpoint is open).
   def open(): Unit =
@@ -322,7 +324,14 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
 
 /** The connection of a conversation: opened by its input, written by its output. */
 final class SharedConnection:
-  @volatile var conn: Connection | Null = null
+  @volatile private var current: Connection | Null = null
+  @volatile private var fd = -1
+  def conn: Connection | Null = current
+  def conn_=(c: Connection | Null): Unit =
+    current = c
+    fd = if c == null then -1 else { val ch = c.kernelChannel; if ch == null then -1 else Splice.descriptor(ch) }
+  /** Whether the socket holds bytes ready to read now (one ioctl); false when it cannot be told. */
+  def atHand: Boolean = { val d = fd; d >= 0 && Readable.bytes(d) > 0 }
 
 /** `tcp:`, `unix:` as a sink: frames written to the connection; at the end of input, the rest is
   * flushed, this side shut (FIN), and the peer given up to `linger` to close its side (what it
