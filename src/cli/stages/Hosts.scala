@@ -34,7 +34,7 @@ object Hosts:
   def port(text: String, p: AddressParser): Either[CliError, Int] =
     if text.isEmpty then p.bad("the port is missing after ':' (a number in 1-65535)")
     else if !Reader.isDigits(text) then p.bad(s"port '$text' is not a number in 1-65535")
-    else if BigInt(text) > 65535 then p.bad(s"port $text is out of range 1-65535 (or 0, any free port, when receiving)")
+    else if BigInt(text) > 65535 then p.bad(s"port $text is out of range 1-65535 (or 0, any free port, when receiving or listening)")
     else Right(text.toInt)
 
   private val label = "[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?".r
