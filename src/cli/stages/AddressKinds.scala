@@ -12,6 +12,8 @@ object AddressKinds:
     TcpListenKind,
     UnixKind,
     UnixListenKind,
+    TlsKind,
+    TlsListenKind,
     TickKind,
     NullKind
   )

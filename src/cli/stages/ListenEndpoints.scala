@@ -67,7 +67,9 @@ final class ListenInput(val address: StreamSocketAddress, options: StageOptions)
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     val l = listener.nn
     if address.settings.once then
-      val c = l.accept()
+      // A client whose TLS handshake fails is not the one served: said, and the next one awaited.
+      var c = l.accept()
+      while !handshaken(c) do c = l.accept()
       val ch = c.kernelChannel
       if ch != null then onceFd = Splice.descriptor(ch)
       serve(c, out, alone = true)
@@ -82,12 +84,22 @@ final class ListenInput(val address: StreamSocketAddress, options: StageOptions)
           else Future { try serve(c, out, alone = false) finally live.decrementAndGet() }
       }
 
+  /** Whether `c` is ready ([[Connection.ready]]: a TLS handshake); if not, it is said and closed. */
+  private def handshaken(c: Connection): Boolean =
+    try { c.ready(); true }
+    catch
+      case e: IOException =>
+        c.close()
+        log.warn(s"asyncpipe: ${address.render}: ${c.peer}: ${Sockets.reason(e)}; still listening (once)")
+        false
+
   /** Reads `c` to its end. A failure ends only this connection, unless it is the stage's `alone`. */
   private def serve(c: Connection, out: SendableChannel[FrameBatch], alone: Boolean)(using Async): Unit =
     val own = Counters(c.peer)
     val started = System.nanoTime()
     val reader = ConnectionReader(address.render, options, pool, counters, own, log.warn)
     try
+      c.ready()
       reader.run(c, out)
       log.ended(c.peer, own, started, None)
     catch
@@ -123,6 +135,8 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
   def name: String = address.render
   private var listener: SocketListener | Null = null
   private val clients = CopyOnWriteArrayList[Client]()
+  // Accepted, their TLS handshake not done yet: no frame is theirs until it is.
+  private val handshaking = java.util.concurrent.ConcurrentHashMap.newKeySet[Client]()
   private val lock = ReentrantLock()
   private val someone = lock.newCondition()
   @volatile private var ended = false
@@ -144,15 +158,13 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
     try
       while !ended do
         val c = l.accept()
-        if clients.size >= address.settings.maxConns then
+        if clients.size + handshaking.size >= address.settings.maxConns then
           c.close()
           log.warn(s"asyncpipe: ${address.render}: refused ${c.peer}: ${address.settings.maxConns} connections already (max-conns)")
         else
           val client = Client(c)
-          clients.add(client)
-          client.start()
-          lock.lock()
-          try someone.signalAll() finally lock.unlock()
+          handshaking.add(client)
+          client.start() // it joins `clients` once ready (a TLS handshake, on its own thread)
     catch case _: IOException => () // closed: the end, or a stop
 
   def write(batch: FrameBatch)(using Async): Unit =
@@ -201,6 +213,7 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
     val l = listener
     if l != null then l.close()
     clients.forEach(_.kill())
+    handshaking.forEach(_.kill())
 
   /** One connected client: its queue and the thread that writes it. */
   private final class Client(conn: Connection):
@@ -224,6 +237,25 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
     def join(): Unit = { val t = thread; if t != null then t.join() }
 
     private def run(): Unit =
+      val ready =
+        try { conn.ready(); true }
+        catch
+          case e: IOException =>
+            handshaking.remove(this)
+            conn.close()
+            val why = Sockets.reason(e)
+            log.warn(s"asyncpipe: ${address.render}: ${conn.peer}: $why; the others go on")
+            log.ended(conn.peer, own, started, Some(why))
+            false
+      if ready then
+        clients.add(this)
+        handshaking.remove(this)
+        if ended then queue.close() // the end came during the handshake: nothing is for this client
+        lock.lock()
+        try someone.signalAll() finally lock.unlock()
+        serve()
+
+    private def serve(): Unit =
       val out = OwnedOutput(conn.out)
       val writer = FrameWriter(options.frame, out)
       var problem: Option[String] = None

@@ -26,6 +26,10 @@ trait Connection:
     * one that transforms what it sends (TLS).
     */
   def kernelChannel: SocketChannel | Null = null
+  /** What must happen before data moves, on the thread that serves the connection (an accepted
+    * TLS connection's handshake: not in the accept loop, so a slow client holds up no other).
+    */
+  def ready(): Unit = ()
 
 /** A TCP or Unix connection: one blocking [[SocketChannel]]. */
 final class SocketConnection(channel: SocketChannel, val peer: String) extends Connection:
@@ -58,13 +62,17 @@ object Sockets:
   def connectOnce(a: StreamSocketAddress): Connection =
     val ch = open(a)
     try
-      configure(ch, a.settings, a.family == SocketFamily.Tcp)
+      configure(ch, a.settings, a.family.overTcp)
       val timeout = a.settings.connectTimeout.toMillis.min(Int.MaxValue).toInt.max(1)
+      val started = System.nanoTime()
       if a.family == SocketFamily.Unix then connectUnix(ch, a, timeout)
       else
         try ch.socket().connect(target(a), timeout)
         catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
-      SocketConnection(ch, a.where.render)
+      if a.family == SocketFamily.Tls then
+        // The handshake is part of the connect, within what is left of connect-timeout.
+        Tls.connect(a, ch, (timeout - (System.nanoTime() - started) / 1_000_000).max(1).toInt)
+      else SocketConnection(ch, a.where.render)
     catch
       case e: Throwable =>
         try ch.close() catch case _: IOException => ()
@@ -94,12 +102,14 @@ object Sockets:
     * throws [[CliError.Failed]] naming the address and the last reason.
     */
   def connect(a: StreamSocketAddress, say: String => Unit, sleep: Long => Unit): Connection =
+    if a.family == SocketFamily.Tls then Tls.prepareClient(a, say) // its files, read once, before any try
     var attempt = 0
     var result: Connection | Null = null
     while result == null do
       try result = connectOnce(a)
       catch
-        case e: Exception if attempt < a.settings.retry =>
+        // A TLS refusal (a certificate, a name) would be the same on the next try.
+        case e: Exception if attempt < a.settings.retry && !e.isInstanceOf[TlsFailed] =>
           attempt += 1
           say(s"asyncpipe: ${a.render}: connect: ${reason(e)}; trying again in ${Durations.render(a.settings.interval)} ($attempt of ${a.settings.retry})")
           sleep(a.settings.interval.toNanos)
@@ -110,8 +120,9 @@ object Sockets:
   def failure(a: StreamSocketAddress, operation: String, e: Throwable): CliError.Failed =
     FdReserve.release(e)
     e match
-      case t: ConnectTimedOut => CliError.Failed(CliError.Expired(a.render, s"$operation: ${t.getMessage}"))
-      case _                  => CliError.Failed(CliError.Runtime(a.render, s"$operation: ${reason(e)}"))
+      case t: ConnectTimedOut            => CliError.Failed(CliError.Expired(a.render, s"$operation: ${t.getMessage}"))
+      case t: TlsFailed if t.inHandshake => CliError.Failed(CliError.Runtime(a.render, reason(e)))
+      case _                             => CliError.Failed(CliError.Runtime(a.render, s"$operation: ${reason(e)}"))
 
   /** Waits `nanos` (a wait between connects); an interrupt ends it, and is kept. */
   def pause(nanos: Long): Unit =
@@ -122,31 +133,41 @@ object Sockets:
   enum Lingered:
     case Closed(bytes: Long)
     case TimedOut(bytes: Long)
+    /** The peer refused the connection after all: a TLS alert (under TLS 1.3, a server's refusal
+      * of the client's certificate comes after the client's handshake, when it reads).
+      */
+    case Refused(bytes: Long, why: TlsFailed)
 
   /** After this side's FIN: reads (and drops) what the peer sends until it closes, for at most
     * `limit`; then the connection is closed by the caller.
     */
   def linger(c: Connection, limit: FiniteDuration): Lingered =
     val got = java.util.concurrent.atomic.AtomicLong()
+    @volatile var refused: TlsFailed | Null = null
     val reader = Thread.ofVirtual().name("asyncpipe-linger").start { () =>
       val b = ByteBuffer.allocate(8192)
       try
         var n = 0
         while { b.clear(); n = c.in.read(b); n >= 0 } do got.addAndGet(n)
-      catch case _: IOException => ()
+      catch
+        case e: TlsFailed   => refused = e
+        case _: IOException => ()
     }
     val closed =
       try reader.join(java.time.Duration.ofNanos(limit.toNanos))
       catch case _: InterruptedException => { Thread.currentThread.interrupt(); false }
-    if closed then Lingered.Closed(got.get)
+    val why = refused
+    if closed && why != null then Lingered.Refused(got.get, why)
+    else if closed then Lingered.Closed(got.get)
     else
       c.close()
       reader.join()
       Lingered.TimedOut(got.get)
 
   def reason(e: Throwable): String = e match
-    case _: DownstreamGone => "the peer closed the connection (broken pipe)"
-    case _                 => IoFailure.reason(e)
+    case _: DownstreamGone             => "the peer closed the connection (broken pipe)"
+    case t: TlsFailed if t.inHandshake => s"TLS handshake: ${t.getMessage}"
+    case _                             => IoFailure.reason(e)
 
   /** Binds `a` and listens (a Unix path: a stale socket file there is replaced first, anything else
     * refused); throws [[CliError.Failed]].
@@ -156,11 +177,13 @@ object Sockets:
       case SocketWhere.Path(p) => Some(Path.of(p))
       case _                   => None
     unixPath.foreach(clearStale(a, _, say))
+    // The server's certificate and key are read before anything is bound.
+    val tls = if a.family == SocketFamily.Tls then Tls.server(a) else null
     val ch = if a.family == SocketFamily.Unix then ServerSocketChannel.open(StandardProtocolFamily.UNIX) else ServerSocketChannel.open()
     try
-      if a.family == SocketFamily.Tcp then ch.setOption(StandardSocketOptions.SO_REUSEADDR, java.lang.Boolean.TRUE)
+      if a.family.overTcp then ch.setOption(StandardSocketOptions.SO_REUSEADDR, java.lang.Boolean.TRUE)
       ch.bind(target(a), SocketListener.Backlog)
-      SocketListener(ch, a, unixPath)
+      SocketListener(ch, a, unixPath, tls)
     catch
       case e: Exception =>
         try ch.close() catch case _: IOException => ()
@@ -191,22 +214,23 @@ object Sockets:
       say(s"asyncpipe: ${a.render}: replaced a stale socket file (no server answered on it)")
 
 /** A listening socket. */
-final class SocketListener(channel: ServerSocketChannel, address: StreamSocketAddress, unixPath: Option[Path]):
+final class SocketListener(channel: ServerSocketChannel, address: StreamSocketAddress, unixPath: Option[Path],
+    tls: javax.net.ssl.SSLContext | Null = null):
   /** The port it listens on (the one the kernel chose, for port 0); -1 for a Unix socket. */
   def localPort: Int = channel.getLocalAddress match
     case i: InetSocketAddress => i.getPort
     case _                    => -1
 
-  /** The next connection (blocks). */
+  /** The next connection (blocks); a TLS one's handshake is its [[Connection.ready]]. */
   def accept(): Connection =
     val ch = channel.accept()
     val peer = ch.getRemoteAddress match
       case i: InetSocketAddress => s"${Option(i.getAddress).fold(i.getHostString)(_.getHostAddress)}:${i.getPort}"
       case _                    => unixPath.fold("a client")(p => s"a client of $p")
-    if address.family == SocketFamily.Tcp then
+    if address.family.overTcp then
       if address.settings.keepalive then ch.setOption(StandardSocketOptions.SO_KEEPALIVE, java.lang.Boolean.TRUE)
       if address.settings.nodelay then ch.setOption(StandardSocketOptions.TCP_NODELAY, java.lang.Boolean.TRUE)
-    SocketConnection(ch, peer)
+    if tls != null then Tls.accept(tls, address, ch, peer) else SocketConnection(ch, peer)
 
   /** The note for port 0: which port the kernel chose. */
   def chosenPort: Seq[String] = address.where match
@@ -371,14 +395,15 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
     try
       writer.nn.flush()
       out.nn.flush()
+      c.shutdownOutput() // TLS: close_notify, which must reach the peer (a TCP FIN's failure is not said)
     catch case e: IOException => throw Sockets.failure(address, "write", e)
-    c.shutdownOutput()
     if shared == null then
       val dropped = Sockets.linger(c, address.settings.linger)
       c.close()
       dropped match
         case Sockets.Lingered.Closed(0) => ()
         case Sockets.Lingered.Closed(n) => notes = s"asyncpipe: ${address.render}: the peer sent $n bytes, dropped (a sink only writes)" :: notes
+        case Sockets.Lingered.Refused(_, why) => throw Sockets.failure(address, "write", why)
         case Sockets.Lingered.TimedOut(n) =>
           notes = s"asyncpipe: ${address.render}: every frame was sent, but the peer did not close within ${Durations.render(address.settings.linger)} (linger)${if n > 0 then s"; it sent $n bytes, dropped" else ""}" :: notes
 

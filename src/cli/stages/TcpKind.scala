@@ -8,5 +8,5 @@ object TcpKind extends AddressKind:
   val forms: Seq[(String, String)] = Seq(
     "tcp:HOST:PORT[,OPT...]" -> "connect: read its frames (a source), write frames (a sink); alone, a conversation as nc; [IPv6]"
   )
-  override val options: Seq[AddressOption] = StreamSocket.connecting(tcp = true)
-  def parse(rest: String, p: AddressParser): Either[CliError, Address] = StreamSocket.parseTcp(this, listen = false, rest, p)
+  override val options: Seq[AddressOption] = StreamSocket.connecting(SocketFamily.Tcp)
+  def parse(rest: String, p: AddressParser): Either[CliError, Address] = StreamSocket.parseTcp(this, SocketFamily.Tcp, listen = false, rest, p)

@@ -8,5 +8,5 @@ object TcpListenKind extends AddressKind:
   val forms: Seq[(String, String)] = Seq(
     "tcp-listen:[HOST:]PORT[,OPT...]" -> "accept: frames of every client (a source), every frame to every client (a sink); 0: a free port"
   )
-  override val options: Seq[AddressOption] = StreamSocket.listening(tcp = true)
-  def parse(rest: String, p: AddressParser): Either[CliError, Address] = StreamSocket.parseTcp(this, listen = true, rest, p)
+  override val options: Seq[AddressOption] = StreamSocket.listening(SocketFamily.Tcp)
+  def parse(rest: String, p: AddressParser): Either[CliError, Address] = StreamSocket.parseTcp(this, SocketFamily.Tcp, listen = true, rest, p)

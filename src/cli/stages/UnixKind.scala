@@ -8,5 +8,5 @@ object UnixKind extends AddressKind:
   val forms: Seq[(String, String)] = Seq(
     "unix:PATH[,OPT...]" -> "connect to a Unix socket: as tcp:"
   )
-  override val options: Seq[AddressOption] = StreamSocket.connecting(tcp = false)
+  override val options: Seq[AddressOption] = StreamSocket.connecting(SocketFamily.Unix)
   def parse(rest: String, p: AddressParser): Either[CliError, Address] = StreamSocket.parseUnix(this, listen = false, rest, p)

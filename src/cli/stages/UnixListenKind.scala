@@ -8,5 +8,5 @@ object UnixListenKind extends AddressKind:
   val forms: Seq[(String, String)] = Seq(
     "unix-listen:PATH[,OPT...]" -> "accept on a Unix socket: as tcp-listen: (a stale socket file is replaced, nothing else)"
   )
-  override val options: Seq[AddressOption] = StreamSocket.listening(tcp = false)
+  override val options: Seq[AddressOption] = StreamSocket.listening(SocketFamily.Unix)
   def parse(rest: String, p: AddressParser): Either[CliError, Address] = StreamSocket.parseUnix(this, listen = true, rest, p)
