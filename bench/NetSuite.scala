@@ -22,6 +22,8 @@ import scala.util.Try
   *     receiver already listening.
   *   - the same with lines framing (the default) against the same baseline: what finding every
   *     newline costs, within half of socat's rate.
+  *   - `tls:` into `tls-listen:` (raw, a self-signed certificate made with openssl; no row without
+  *     it) against the raw `tcp:` row of the same run: what encryption costs, within half.
   *   - figures: 1,000 clients (virtual threads of this JVM) connected at once to one `tcp-listen`,
   *     each sending 1,000 lines cut into writes that split lines: the percentage of lines that
   *     arrive whole and in each client's order (all of them), and the listener's peak resident set
@@ -35,7 +37,7 @@ import scala.util.Try
 object NetSuite extends Suite:
   import Processes.{asyncpipe, onPath, q}
   val name = "net"
-  val description = "tcp: into tcp-listen: (raw, lines) vs socat; 1,000 clients into one listener (lines whole, peak RSS); line round trip"
+  val description = "tcp: into tcp-listen: (raw, lines) vs socat, tls: vs tcp:; 1,000 clients into one listener (lines whole, peak RSS); line round trip"
 
   private val MiB = 1024.0 * 1024
 
@@ -60,7 +62,14 @@ object NetSuite extends Suite:
       def ours(frame: String) = Pair(s"asyncpipe --frame $frame file:IN tcp:... into tcp-listen:P,once file:OUT",
         p => s"$asyncpipe --frame $frame tcp-listen:127.0.0.1:$p,once file:${q(out)}",
         p => s"$asyncpipe --frame $frame file:${q(in)} tcp:127.0.0.1:$p")
-      val sides = Seq(baseline, ours("raw"), ours("lines"))
+      // TLS against plain TCP, both asyncpipe: a self-signed certificate for 127.0.0.1 made by
+      // openssl (no row without it).
+      val tls: Option[Pair] = selfSigned(dir).map { (cert, key) =>
+        Pair("asyncpipe --frame raw file:IN tls:... into tls-listen:P,once file:OUT",
+          p => s"$asyncpipe --frame raw tls-listen:127.0.0.1:$p,once,cert=${q(cert.toString)},key=${q(key.toString)} file:${q(out)}",
+          p => s"$asyncpipe --frame raw file:${q(in)} tls:127.0.0.1:$p,ca=${q(cert.toString)}")
+      }
+      val sides = Seq(baseline, ours("raw"), ours("lines")) ++ tls
       val rates = sides.map(_ => Seq.newBuilder[Double])
       val rounds = 1 + math.min(h.plan.iterations, 5)
       for round <- 1 to rounds do
@@ -74,8 +83,7 @@ object NetSuite extends Suite:
       val comparisons = Seq(
         Comparison(m(1), m(0), Some(Target.atLeast(1.0))),
         Comparison(m(2), m(0), Some(Target.atLeast(0.5)))
-        // The TLS row (tls: into tls-listen: against socat OPENSSL) goes here, when tls: lands.
-      )
+      ) ++ tls.map(_ => Comparison(m(3), m(1), Some(Target.atLeast(0.5))))
       Files.deleteIfExists(out)
       val (clients, lines) = (1000, h.plan.ops(1000))
       h.progress(s"net: $clients clients x $lines lines into one tcp-listen")
@@ -111,6 +119,15 @@ object NetSuite extends Suite:
         if rx.exitValue != 0 then throw IllegalStateException(s"$label: the receiver exited ${rx.exitValue}: ${Files.readString(err).take(2000)}")
         bytes / MiB / seconds
       finally rx.destroyForcibly().waitFor()
+
+  /** A certificate for 127.0.0.1 and its key (PEM, in `dir`), made by openssl; None without openssl. */
+  private def selfSigned(dir: Path): Option[(Path, Path)] =
+    if !onPath("openssl") then None
+    else
+      val (cert, key) = (dir.resolve("cert.pem"), dir.resolve("key.pem"))
+      Processes.shell(s"openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 " +
+        s"-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ${q(key.toString)} -out ${q(cert.toString)} 2>/dev/null")
+      Some((cert, key))
 
   private def freePort(): Int =
     val ch = ServerSocketChannel.open().bind(InetSocketAddress("127.0.0.1", 0))

@@ -267,10 +267,16 @@ final class ProbeSource[T] private (val ephemeral: Boolean) extends Async.Origin
   private def claim(): Option[T] = lock.synchronized(if values.isEmpty then None else Some(values.removeHead()))
   private def unclaim(v: T): Unit = lock.synchronized(values.prepend(v))
 
+  // One delivery at a time: two threads pumping at once (an offer's, and a registration's) could
+  // hand a later value to a listener while an earlier one, claimed by the other thread, was still
+  // on its way to it: the listener got 2 and 1 went back (a FutureOnPlatformThreads failure).
+  private val delivering = Object()
+
   /** Ephemeral delivery: offers the head value to the registered listeners in order until one
-    * takes it; repeats while values and fresh listeners remain.
+    * takes it; repeats while values and fresh listeners remain. Deliveries are one at a time, so
+    * values reach listeners in the order they were offered.
     */
-  private def pump(): Unit =
+  private def pump(): Unit = delivering.synchronized {
     var again = true
     while again do
       again = false
@@ -291,6 +297,7 @@ final class ProbeSource[T] private (val ephemeral: Boolean) extends Async.Origin
               again = version != seen
         }
       }
+  }
 
 object ProbeSource:
   def persistent[T](): ProbeSource[T] = new ProbeSource[T](false)

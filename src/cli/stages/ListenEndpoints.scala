@@ -128,7 +128,8 @@ object ListenInput:
   * slowest client sets the pace, back-pressure reaches the input) or misses the message
   * (`on-slow=drop`: its frames are counted as dropped). Until the first client connects, frames
   * wait for it (block) or are dropped (drop). A client that goes away is said on stderr and the
-  * rest go on; past `max-conns` a connection is closed at once. At the end of input each client
+  * rest go on; past `max-conns` a connection is closed at once; with `once`, the first client
+  * (once ready) is the only one: the listener stops accepting. At the end of input each client
   * gets everything queued for it, then FIN, and up to `linger` to close.
   */
 final class ListenOutput(address: StreamSocketAddress, options: StageOptions) extends Output:
@@ -248,6 +249,8 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
             log.ended(conn.peer, own, started, Some(why))
             false
       if ready then
+        // `once`: this is the one client; no other is accepted (closed before a frame can reach it).
+        if address.settings.once then listener.nn.close()
         clients.add(this)
         handshaking.remove(this)
         if ended then queue.close() // the end came during the handshake: nothing is for this client

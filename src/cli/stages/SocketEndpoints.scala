@@ -134,24 +134,24 @@ object Sockets:
     case Closed(bytes: Long)
     case TimedOut(bytes: Long)
     /** The peer refused the connection after all: a TLS alert (under TLS 1.3, a server's refusal
-      * of the client's certificate comes after the client's handshake, when it reads).
+      * of the client's certificate comes after the client's handshake, when it reads), or a reset
+      * (a peer that closed with our data unread: what it had not read is lost).
       */
-    case Refused(bytes: Long, why: TlsFailed)
+    case Refused(bytes: Long, why: IOException)
 
   /** After this side's FIN: reads (and drops) what the peer sends until it closes, for at most
     * `limit`; then the connection is closed by the caller.
     */
   def linger(c: Connection, limit: FiniteDuration): Lingered =
     val got = java.util.concurrent.atomic.AtomicLong()
-    @volatile var refused: TlsFailed | Null = null
+    @volatile var refused: IOException | Null = null
+    @volatile var givenUp = false
     val reader = Thread.ofVirtual().name("asyncpipe-linger").start { () =>
       val b = ByteBuffer.allocate(8192)
       try
         var n = 0
         while { b.clear(); n = c.in.read(b); n >= 0 } do got.addAndGet(n)
-      catch
-        case e: TlsFailed   => refused = e
-        case _: IOException => ()
+      catch case e: IOException => if !givenUp then refused = e // not the close that ends a wait past `limit`
     }
     val closed =
       try reader.join(java.time.Duration.ofNanos(limit.toNanos))
@@ -160,6 +160,7 @@ object Sockets:
     if closed && why != null then Lingered.Refused(got.get, why)
     else if closed then Lingered.Closed(got.get)
     else
+      givenUp = true
       c.close()
       reader.join()
       Lingered.TimedOut(got.get)

@@ -498,6 +498,25 @@ class SocketE2ETest extends munit.FunSuite with Watchdog:
     val said = s"asyncpipe: tcp:127.0.0.1:$port: write: "
     assert(r.err.startsWith(said) && (r.err.contains("broken pipe") || r.err.contains("connection reset")) && r.err.linesIterator.size == 1, r.err)
 
+  e2e.test("a peer that closes with our data unread after our end of input (a reset while lingering): exit 1, not 0"): env =>
+    val py = env.python(CloseUnread)
+    val port = py.line("the server's port").toInt
+    val in = env.write("in.txt", "x" * 99 + "\n")
+    val r = env.startCommand(ap(s"file:$in", s"tcp:127.0.0.1:$port"))
+    assertEquals(py.line("the close"), "closed with 99 bytes unread")
+    assertEquals(r.exit(), ExitCode.Runtime, r.err)
+    assert(r.err.startsWith(s"asyncpipe: tcp:127.0.0.1:$port: write: ") && r.err.contains("reset"), r.err)
+
+  e2e.test("a listening sink with 'once' serves one client: a second connect is refused while the first is served"): env =>
+    val in = env.write("in.txt", (1 to 1000).map(i => s"line $i\n").mkString)
+    val sink = env.startCommand(ap(s"file:$in", "tcp-listen:127.0.0.1:0,once"))
+    val port = toldPort(sink, "tcp-listen:127.0.0.1:0,once")
+    val py = env.python(TwoClients, port.toString)
+    assertEquals(py.line("the first line"), "first line 1")
+    assertEquals(py.line("the second connect"), "second refused")
+    assertEquals(py.line("the total"), s"total ${os.size(in)}")
+    assertEquals(sink.exit(), 0, sink.err)
+
   // -----------------------------------------------------------------------------------------------
   // Helpers that need the test's Env
 
@@ -881,4 +900,37 @@ object SocketE2ETest:
       |c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
       |c.close()
       |print("reset after %d" % got)
+      |""".stripMargin
+
+  /** Prints its port; accepts one connection, waits until its 100 bytes are there, reads one and
+    * closes with the other 99 unread (the kernel then resets the connection).
+    */
+  val CloseUnread: String =
+    """import socket
+      |s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+      |print(s.getsockname()[1])
+      |c, _ = s.accept()
+      |while len(c.recv(200, socket.MSG_PEEK)) < 100: pass
+      |c.recv(1)
+      |c.close()
+      |print("closed with 99 bytes unread")
+      |""".stripMargin
+
+  /** argv: PORT. Connects, reads the first line; connects a second time (prints "second refused"
+    * or "second accepted"); then reads the first connection to its end and prints the total bytes.
+    */
+  val TwoClients: String =
+    """import socket, sys
+      |port = int(sys.argv[1])
+      |a = socket.create_connection(("127.0.0.1", port))
+      |f = a.makefile("rb")
+      |first = f.readline()
+      |print("first " + first.decode().strip())
+      |try:
+      |    b = socket.create_connection(("127.0.0.1", port)); b.close(); print("second accepted")
+      |except ConnectionRefusedError:
+      |    print("second refused")
+      |rest = f.read()
+      |print("total %d" % (len(first) + len(rest)))
+      |a.close()
       |""".stripMargin
