@@ -328,9 +328,12 @@ cache=
 [ -f "\$aot" ] && cache=-XX:AOTCache=\$aot
 # Stages and the task runner are short, IO-bound processes, often three to a shell pipeline on
 # shared cores: the C1 compiler alone and the serial collector cost them far less CPU than C2 and
-# G1 (README, "Start-up"). 'bench' keeps the JDK's defaults: it measures steady-state speed.
+# G1 (README, "Start-up"). 'bench' keeps the JDK's defaults: it measures steady-state speed; so
+# does a command with a TLS address: AES-GCM's intrinsics are C2's (C1 alone moved 1 GiB 15 times
+# slower).
 jit='$JIT_FLAGS'
 [ "\${1:-}" = bench ] && jit=
+case "\$*" in *tls:*|*tls-listen:*) jit= ;; esac
 set -f # ASYNCPIPE_JAVA_OPTS and jit are split, not globbed
 # shellcheck disable=SC2086
 exec "\$java" \${cache:+"\$cache"}$flags \$jit \${ASYNCPIPE_JAVA_OPTS:-} -cp "\$jar" $MAIN_CLASS "\$@"

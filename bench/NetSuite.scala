@@ -35,7 +35,7 @@ import scala.util.Try
   * round first.
   */
 object NetSuite extends Suite:
-  import Processes.{asyncpipe, onPath, q}
+  import Processes.{asyncpipe, asyncpipeTls, onPath, q}
   val name = "net"
   val description = "tcp: into tcp-listen: (raw, lines) vs socat, tls: vs tcp:; 1,000 clients into one listener (lines whole, peak RSS); line round trip"
 
@@ -66,8 +66,8 @@ object NetSuite extends Suite:
       // openssl (no row without it).
       val tls: Option[Pair] = selfSigned(dir).map { (cert, key) =>
         Pair("asyncpipe --frame raw file:IN tls:... into tls-listen:P,once file:OUT",
-          p => s"$asyncpipe --frame raw tls-listen:127.0.0.1:$p,once,cert=${q(cert.toString)},key=${q(key.toString)} file:${q(out)}",
-          p => s"$asyncpipe --frame raw file:${q(in)} tls:127.0.0.1:$p,ca=${q(cert.toString)}")
+          p => s"$asyncpipeTls --frame raw tls-listen:127.0.0.1:$p,once,cert=${q(cert.toString)},key=${q(key.toString)} file:${q(out)}",
+          p => s"$asyncpipeTls --frame raw file:${q(in)} tls:127.0.0.1:$p,ca=${q(cert.toString)}")
       }
       val sides = Seq(baseline, ours("raw"), ours("lines")) ++ tls
       val rates = sides.map(_ => Seq.newBuilder[Double])

@@ -17,6 +17,12 @@ private[bench] object Processes:
       a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC")
     ) ++ BuildInfo.stageJvmFlags)
 
+  /** `asyncpipe` as the launcher runs a command line with a TLS address: the JDK's JIT and GC
+    * (C2's AES-GCM intrinsics), none of the stage flags.
+    */
+  lazy val asyncpipeTls: String =
+    command(ownOptions.filterNot(a => a.startsWith("-agentlib") || a.startsWith("-javaagent")))
+
   /** This JVM's own options, as it was started with them. */
   def ownOptions: Seq[String] = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq
 
