@@ -498,6 +498,17 @@ class SocketE2ETest extends munit.FunSuite with Watchdog:
     val said = s"asyncpipe: tcp:127.0.0.1:$port: write: "
     assert(r.err.startsWith(said) && (r.err.contains("broken pipe") || r.err.contains("connection reset")) && r.err.linesIterator.size == 1, r.err)
 
+  e2e.test("IPv6: 'asyncpipe - tcp:[::1]:P' into 'asyncpipe tcp-listen:[::1]:0,once -' copies the lines"): env =>
+    assume(Try(os.read(os.Path("/proc/net/if_inet6"))).toOption.exists(_.contains("00000000000000000000000000000001")),
+      "this machine has no ::1 (no IPv6 loopback in /proc/net/if_inet6)")
+    val listener = env.startCommand(ap("tcp-listen:[::1]:0,once", "-"))
+    val port = toldPort(listener, "tcp-listen:[::1]:0,once")
+    val lines = (1 to 1000).map(i => s"v6 line $i\n").mkString
+    val sender = env.startCommand(ap("-", s"tcp:[::1]:$port"), stdin = Redirect.from(env.write("in.txt", lines).toIO))
+    assertEquals(sender.exit(), 0, sender.err)
+    assertEquals(listener.exit(), 0, listener.err)
+    assertEquals(os.read(listener.stdoutFile), lines)
+
   e2e.test("a peer that closes with our data unread after our end of input (a reset while lingering): exit 1, not 0"): env =>
     val py = env.python(CloseUnread)
     val port = py.line("the server's port").toInt
