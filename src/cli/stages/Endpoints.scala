@@ -48,7 +48,9 @@ trait Input:
   def opened: Seq[String] = Nil
   /** What the user must be told once the input has ended, a warning a line on stderr. */
   def endNotes: Seq[String] = Nil
-  /** Where the endpoint tells of things as they happen (a listener's connections), once open. */
+  /** Where the endpoint tells of things as they happen (a connect's retries, a listener's
+    * connections): given before it is opened.
+    */
   def attach(tell: Diagnostics): Unit = ()
   /** True when `pump` runs on a platform thread of its own, which the flow does not wait for
     * when stopping: it may block in a system call that no cancel ends (a read of a pipe), or
@@ -95,7 +97,9 @@ trait Output:
   def endNotes: Seq[String] = Nil
   /** What the user must be told once the endpoint is open (the port chosen for port 0). */
   def opened: Seq[String] = Nil
-  /** Where the endpoint tells of things as they happen (a listener's clients), once open. */
+  /** Where the endpoint tells of things as they happen (a connect's retries, a listener's
+    * clients): given before it is opened.
+    */
   def attach(tell: Diagnostics): Unit = ()
   /** The flow is stopping: end any wait that is not a write in progress (a sink waiting for its
     * first client, or for a client's queue), so that the stop's flush is not held up by it.

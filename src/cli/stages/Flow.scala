@@ -59,6 +59,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
   private def flow(): Either[CliError, Int] =
     val opened = scala.collection.mutable.ArrayBuffer.empty[() => Unit]
     val live = try // the stages, with the outputs that opened
+      // Told where to say things first: a connect's retries are said while it opens.
+      for s <- stages do { s.inputs.foreach(_.attach(tell)); s.outputs.foreach(_.attach(tell)) }
       // Every input before any output: an input that cannot be opened (a missing file, a port in
       // use) must not leave an output file truncated or created behind it.
       for s <- stages; i <- s.inputs do { i.open(); opened += (() => i.close()) }
@@ -69,12 +71,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
       case e: CliError.Failed =>
         opened.foreach(close => Try(close()))
         return Left(e.error)
-    for s <- live; i <- s.inputs do
-      i.opened.foreach(tell.notice)
-      i.attach(tell)
-    for s <- live; o <- s.outputs do
-      o.opened.foreach(tell.notice)
-      o.attach(tell)
+    for s <- live; i <- s.inputs do i.opened.foreach(tell.notice)
+    for s <- live; o <- s.outputs do o.opened.foreach(tell.notice)
     control.outputs = live.flatMap(_.outputs)
     Signals.onStop(stop => control.stop(StopReason.Signalled(stop)))
     stats.start()

@@ -59,7 +59,7 @@ object Sockets:
       if s.nodelay then ch.setOption(StandardSocketOptions.TCP_NODELAY, java.lang.Boolean.TRUE)
 
   /** One attempt to connect, within `connect-timeout`. */
-  def connectOnce(a: StreamSocketAddress): Connection =
+  def connectOnce(a: StreamSocketAddress, say: String => Unit = System.err.println): Connection =
     val ch = open(a)
     try
       configure(ch, a.settings, a.family.overTcp)
@@ -71,7 +71,7 @@ object Sockets:
         catch case _: SocketTimeoutException => throw ConnectTimedOut(a.settings.connectTimeout)
       if a.family == SocketFamily.Tls then
         // The handshake is part of the connect, within what is left of connect-timeout.
-        Tls.connect(a, ch, (timeout - (System.nanoTime() - started) / 1_000_000).max(1).toInt)
+        Tls.connect(a, ch, (timeout - (System.nanoTime() - started) / 1_000_000).max(1).toInt, say)
       else SocketConnection(ch, a.where.render)
     catch
       case e: Throwable =>
@@ -106,7 +106,7 @@ object Sockets:
     var attempt = 0
     var result: Connection | Null = null
     while result == null do
-      try result = connectOnce(a)
+      try result = connectOnce(a, say)
       catch
         // A TLS refusal (a certificate, a name) would be the same on the next try.
         case e: Exception if attempt < a.settings.retry && !e.isInstanceOf[TlsFailed] =>
@@ -302,25 +302,21 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
   @volatile private var closed = false
   private val pool = BufferPool(Endpoints.ReadSize, keep = 2 * options.buffer + 4)
   @volatile private var notes: List[String] = Nil
-  private val warnings = java.util.concurrent.ConcurrentLinkedQueue[String]()
 
   override def detached: Boolean = true
   override def countsFrames: Boolean = options.countingFrames
   // More already in the socket: a direct copy writes on without flushing (ADR 0013).
   override def atHand: Boolean = holder.atHand
 
-  // Each failed try is said at once (the flow's diagnostics start once every endpoint is open).
+  // Each failed try is said at once, through the flow's diagnostics (JSON under --stats-json).
+  @volatile private var tell: Diagnostics | Null = null
+  override def attach(d: Diagnostics): Unit = tell = d
+  private def say(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
+
   def open(): Unit =
-    holder.conn = Sockets.connect(address, System.err.println, Sockets.pause)
+    holder.conn = Sockets.connect(address, say, Sockets.pause)
 
-  override def opened: Seq[String] = drainWarnings()
-  override def endNotes: Seq[String] = drainWarnings() ++ notes.reverse
-
-  private def drainWarnings(): Seq[String] =
-    val b = Seq.newBuilder[String]
-    var w = warnings.poll()
-    while w != null do { b += w; w = warnings.poll() }
-    b.result()
+  override def endNotes: Seq[String] = notes.reverse
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     var retriesLeft = address.settings.retry
@@ -335,11 +331,11 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
           retriesLeft -= 1
           val lost = reader.pending
           val partial = if lost > 0 then s" ($lost bytes of a partial frame dropped)" else ""
-          warnings.add(s"asyncpipe: ${address.render}: the connection broke: ${Sockets.reason(e)}$partial; connecting again " +
+          say(s"asyncpipe: ${address.render}: the connection broke: ${Sockets.reason(e)}$partial; connecting again " +
             s"in ${Durations.render(address.settings.interval)} (${address.settings.retry - retriesLeft} of ${address.settings.retry})")
           holder.conn.nn.close()
           Sockets.pause(address.settings.interval.toNanos)
-          holder.conn = Sockets.connect(address.copy(settings = address.settings.copy(retry = 0)), warnings.add(_), Sockets.pause)
+          holder.conn = Sockets.connect(address.copy(settings = address.settings.copy(retry = 0)), say, Sockets.pause)
         case e: IOException if !closed => throw Sockets.failure(address, "read", e)
 
   def close(): Unit =
@@ -371,11 +367,14 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
   @volatile private var notes: List[String] = Nil
 
   def open(): Unit =
-    conn = if shared != null then shared.conn.nn else Sockets.connect(address, System.err.println, Sockets.pause)
+    conn = if shared != null then shared.conn.nn else Sockets.connect(address, say, Sockets.pause)
     out = OwnedOutput(conn.nn.out)
     writer = FrameWriter(options.frame, out.nn)
 
   override def endNotes: Seq[String] = notes.reverse
+  @volatile private var tell: Diagnostics | Null = null
+  override def attach(d: Diagnostics): Unit = tell = d
+  private def say(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
 
   def write(batch: FrameBatch)(using Async): Unit =
     try

@@ -121,7 +121,7 @@ object Tls:
   /** TLS as the client over `channel`, connected to `a`: the handshake within `limitMillis`
     * (past it: [[ConnectTimedOut]]); a refusal is a [[TlsFailed]].
     */
-  def connect(a: StreamSocketAddress, channel: SocketChannel, limitMillis: Int): Connection =
+  def connect(a: StreamSocketAddress, channel: SocketChannel, limitMillis: Int, say: String => Unit): Connection =
     val t = a.settings.tls
     val (host, port) = a.where match
       case SocketWhere.Port(Some(h), port) => (h, port)
@@ -129,7 +129,7 @@ object Tls:
     // The name verified: sni=, else HOST. It is the socket's peer host, so that the JDK checks it
     // (and nothing else: given an SNI name that differs from the peer host, it falls back to the latter).
     val name = t.sni.getOrElse(host.literal)
-    val side = clientSide(a, System.err.println)
+    val side = clientSide(a, say)
     val socket = side.context.getSocketFactory.createSocket(channel.socket(), name, port, true).asInstanceOf[SSLSocket]
     val params = socket.getSSLParameters
     params.setProtocols(Protocols)

@@ -498,6 +498,16 @@ class SocketE2ETest extends munit.FunSuite with Watchdog:
     val said = s"asyncpipe: tcp:127.0.0.1:$port: write: "
     assert(r.err.startsWith(said) && (r.err.contains("broken pipe") || r.err.contains("connection reset")) && r.err.linesIterator.size == 1, r.err)
 
+  e2e.test("--stats-json: a connect's retries are JSON notices as they happen, its failure a JSON error"): env =>
+    val port = freeTcpPort()
+    val address = s"tcp:127.0.0.1:$port,retry=1,interval=50ms"
+    val r = env.startCommand(ap("--stats-json", address, "-"))
+    assertEquals(r.exit(), ExitCode.Runtime, r.err)
+    val lines = r.err.linesIterator.toSeq.map(ujson.read(_))
+    assertEquals(lines.map(_.obj.keys.toSeq), Seq(Seq("notice"), Seq("error")), r.err)
+    assertEquals(lines(0)("notice").str, s"asyncpipe: $address: connect: connection refused; trying again in 50ms (1 of 1)")
+    assertEquals(lines(1)("error").str, s"asyncpipe: $address: connect: connection refused")
+
   e2e.test("IPv6: 'asyncpipe - tcp:[::1]:P' into 'asyncpipe tcp-listen:[::1]:0,once -' copies the lines"): env =>
     assume(Try(os.read(os.Path("/proc/net/if_inet6"))).toOption.exists(_.contains("00000000000000000000000000000001")),
       "this machine has no ::1 (no IPv6 loopback in /proc/net/if_inet6)")
