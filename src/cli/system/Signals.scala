@@ -93,6 +93,9 @@ object Signals:
   /** Installs the handlers of the three signals for the rest of the process (once is enough). */
   def install(): Unit =
     installed = true
+    // Loaded now, not by the first signal: a handler that must load a class fails when it cannot
+    // (the jar replaced under a running process: NoClassDefFoundError, and the signal was lost).
+    val _ = Arrival(Stop.Interrupt, Long.MaxValue)
     val stops = Stop.values
     var i = 0
     while i < stops.length do
