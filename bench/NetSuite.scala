@@ -1,6 +1,5 @@
 package asyncpipe.bench
 
-import java.io.{BufferedReader, InputStreamReader}
 import java.net.InetSocketAddress
 import java.nio.ByteBuffer
 import java.nio.channels.{ServerSocketChannel, SocketChannel}
@@ -264,17 +263,8 @@ object NetSuite extends Suite:
     }
     val p = ProcessBuilder("sh", "-c", s"exec $asyncpipe tcp:127.0.0.1:$port").redirectError(ProcessBuilder.Redirect.DISCARD).start()
     try
-      val in = p.getOutputStream
-      val reader = BufferedReader(InputStreamReader(p.getInputStream, StandardCharsets.UTF_8))
-      val times = (0 until skip + count).map { i =>
-        val t0 = System.nanoTime()
-        in.write(s"line $i\n".getBytes(StandardCharsets.UTF_8))
-        in.flush()
-        val got = reader.readLine()
-        if got != s"line $i" then throw IllegalStateException(s"the echo of 'line $i' came back as '$got'")
-        (System.nanoTime() - t0) / 1e6
-      }
-      in.close()
+      val times = Processes.lineRoundTrips(p, skip + count, "asyncpipe tcp: to an echo server")
+      p.getOutputStream.close()
       if !p.waitFor(30, TimeUnit.SECONDS) || p.exitValue != 0 then throw IllegalStateException(s"asyncpipe tcp: did not end with 0 after stdin's end")
       Measurement.medianOf(times.drop(skip))
     finally

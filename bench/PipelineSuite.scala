@@ -1,6 +1,5 @@
 package asyncpipe.bench
 
-import java.io.{BufferedReader, InputStreamReader}
 import java.net.InetSocketAddress
 import java.nio.ByteBuffer
 import java.nio.channels.DatagramChannel
@@ -153,16 +152,7 @@ object PipelineSuite extends Suite:
   private def interactiveLatencyMillis(lines: Int): Double =
     val p = ProcessBuilder(asyncpipeArgs("mux")*).redirectError(ProcessBuilder.Redirect.DISCARD).start()
     try
-      val in = p.getOutputStream
-      val reader = BufferedReader(InputStreamReader(p.getInputStream, StandardCharsets.UTF_8))
-      val times = (0 to lines).map { i =>
-        val t0 = System.nanoTime()
-        in.write(s"line $i\n".getBytes(StandardCharsets.UTF_8))
-        in.flush()
-        val got = reader.readLine()
-        if got != s"line $i" then throw IllegalStateException(s"mux echoed '$got' for 'line $i'")
-        (System.nanoTime() - t0) / 1e6
-      }
+      val times = Processes.lineRoundTrips(p, lines + 1, "mux")
       Measurement.medianOf(times.drop(1)) // the first includes the JVM start
     finally
       p.getOutputStream.close()

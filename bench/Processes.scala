@@ -31,6 +31,21 @@ private[bench] object Processes:
     val java = Path.of(System.getProperty("java.home"), "bin", "java").toString
     (Seq(java) ++ jvmOptions ++ Seq("-cp", System.getProperty("java.class.path"), "asyncpipe.cli.Main")).map(q).mkString(" ")
 
+  /** Milliseconds of each of `count` round trips through `p`: "line I" written on its stdin, and
+    * read back as a line of its stdout (`what` names `p` when the echo differs).
+    */
+  def lineRoundTrips(p: Process, count: Int, what: String): IndexedSeq[Double] =
+    val in = p.getOutputStream
+    val reader = java.io.BufferedReader(java.io.InputStreamReader(p.getInputStream, StandardCharsets.UTF_8))
+    (0 until count).map { i =>
+      val t0 = System.nanoTime()
+      in.write(s"line $i\n".getBytes(StandardCharsets.UTF_8))
+      in.flush()
+      val got = reader.readLine()
+      if got != s"line $i" then throw IllegalStateException(s"$what echoed '$got' for 'line $i'")
+      (System.nanoTime() - t0) / 1e6
+    }
+
   /** `asyncpipe ARGS...` run by sh, as a ProcessBuilder command. */
   def asyncpipeArgs(args: String*): Seq[String] = Seq("sh", "-c", (asyncpipe +: args.map(q)).mkString(" "))
 

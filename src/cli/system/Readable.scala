@@ -1,7 +1,6 @@
 package asyncpipe.cli.system
 
-import java.lang.foreign.{Arena, FunctionDescriptor, Linker, ValueLayout}
-import java.lang.invoke.MethodHandle
+import java.lang.foreign.{Arena, ValueLayout}
 
 /** How many bytes a socket or pipe holds ready to read (`ioctl(fd, FIONREAD)`), through the foreign
   * function interface: a reader that knows more is at hand reads on before its output is flushed.
@@ -9,17 +8,9 @@ import java.lang.invoke.MethodHandle
 object Readable:
   private val FIONREAD = 0x541bL // <asm-generic/ioctls.h>
 
-  private lazy val ioctl: Option[MethodHandle] =
-    if !Foreign.permitted then None
-    else try
-      val int = ValueLayout.JAVA_INT
-      Some(Foreign.link("ioctl", FunctionDescriptor.of(int, int, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS),
-        Linker.Option.firstVariadicArg(2)))
-    catch case _: Throwable => None
-
   /** The bytes ready on `fd`; 0 when none, or when it cannot be asked. */
   def bytes(fd: Int): Int =
-    ioctl match
+    Foreign.ioctl match
       case None => 0
       case Some(h) =>
         val arena = Arena.ofConfined()

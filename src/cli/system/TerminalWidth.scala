@@ -1,7 +1,6 @@
 package asyncpipe.cli.system
 
-import java.lang.foreign.{Arena, FunctionDescriptor, Linker, ValueLayout}
-import java.lang.invoke.MethodHandle
+import java.lang.foreign.{Arena, ValueLayout}
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicInteger}
 import sun.misc.{Signal, SignalHandler}
 
@@ -21,13 +20,6 @@ object TerminalWidth:
   val Fallback: Int = 80
   private val TIOCGWINSZ = 0x5413L // <asm-generic/ioctls.h>
 
-  private lazy val ioctl: Option[MethodHandle] =
-    if !Foreign.permitted then None
-    else try
-      val int = ValueLayout.JAVA_INT
-      Some(Foreign.link("ioctl", FunctionDescriptor.of(int, int, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS),
-        Linker.Option.firstVariadicArg(2)))
-    catch case _: Throwable => None // not Linux, or no ioctl: $COLUMNS, then the fallback
 
   /** The columns of the terminal on `fd`: its own count, else `columnsVariable` (the text of
     * `$COLUMNS`, a positive number), else [[Fallback]].
@@ -41,8 +33,8 @@ object TerminalWidth:
     * none (a pseudo-terminal nobody sized) and -1 when it cannot be asked.
     */
   def fromTerminal(fd: Int): Int =
-    ioctl match
-      case None => -1
+    Foreign.ioctl match
+      case None => -1 // not Linux, or no ioctl: $COLUMNS, then the fallback
       case Some(h) =>
         val arena = Arena.ofConfined()
         try
