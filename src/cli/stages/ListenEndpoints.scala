@@ -15,16 +15,13 @@ import scala.util.{Failure, Success}
   * `--stats-json` (an object `{"connection": {...}}`): its peer, frames, bytes and seconds, and why
   * it ended early, if it did.
   */
-private[stages] final class ConnectionLog(address: Address, options: StageOptions):
-  @volatile private var tell: Diagnostics | Null = null
-  def attach(d: Diagnostics): Unit = tell = d
-
-  def warn(text: String): Unit =
-    val t = tell
-    if t != null then t.warning(text) else System.err.println(text)
+private[stages] final class ConnectionLog(address: StreamSocketAddress, options: StageOptions) extends Teller:
+  /** A connection past `max-conns`, closed at once. */
+  def refused(peer: String): Unit =
+    warn(s"asyncpipe: ${address.render}: refused $peer: ${address.settings.maxConns} connections already (max-conns)")
 
   def ended(peer: String, own: Counters, startedNanos: Long, problem: Option[String]): Unit =
-    val t = tell
+    val t = diagnostics
     if t != null && (options.stats || options.statsJson) then
       val seconds = (System.nanoTime() - startedNanos) / 1e9
       val frames = if options.countingFrames then s"${own.frames} frame${if own.frames == 1 then "" else "s"}, " else ""
@@ -80,7 +77,7 @@ final class ListenInput(val address: StreamSocketAddress, options: StageOptions)
           if live.incrementAndGet() > address.settings.maxConns then
             live.decrementAndGet()
             c.close()
-            log.warn(s"asyncpipe: ${address.render}: refused ${c.peer}: ${address.settings.maxConns} connections already (max-conns)")
+            log.refused(c.peer)
           else Future { try serve(c, out, alone = false) finally live.decrementAndGet() }
       }
 
@@ -161,7 +158,7 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
         val c = l.accept()
         if clients.size + handshaking.size >= address.settings.maxConns then
           c.close()
-          log.warn(s"asyncpipe: ${address.render}: refused ${c.peer}: ${address.settings.maxConns} connections already (max-conns)")
+          log.refused(c.peer)
         else
           val client = Client(c)
           handshaking.add(client)
@@ -171,11 +168,11 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
   def write(batch: FrameBatch)(using Async): Unit =
     if block && clients.isEmpty then awaitClient()
     val now = clients.toArray(Array.empty[Client])
-    StreamOutput.count(counters, batch, options.frame, options.countingFrames)
-    if now.isEmpty then
+    if now.isEmpty then // went to no one: dropped, not out
       counters.dropped += batch.frameCount
       batch.release()
     else
+      StreamOutput.count(counters, batch, options.frame, options.countingFrames)
       batch.share(now.length)
       var i = 0
       while i < now.length do

@@ -39,6 +39,16 @@ final class SocketConnection(channel: SocketChannel, val peer: String) extends C
   def shutdownOutput(): Unit = try channel.shutdownOutput() catch case _: IOException => ()
   def close(): Unit = try channel.close() catch case _: IOException => ()
 
+/** Where an endpoint says things as they happen: the flow's diagnostics once given
+  * ([[Input.attach]], before the endpoint opens; JSON under `--stats-json`), stderr before that.
+  */
+private[stages] class Teller:
+  @volatile private var tell: Diagnostics | Null = null
+  def attach(d: Diagnostics): Unit = tell = d
+  protected def diagnostics: Diagnostics | Null = tell
+  def notice(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
+  def warn(text: String): Unit = { val t = tell; if t != null then t.warning(text) else System.err.println(text) }
+
 /** Raised for a connect that ran past `connect-timeout`: the stage exits 124, as timeout(1). */
 final class ConnectTimedOut(val after: FiniteDuration) extends IOException(s"no connection within ${Durations.render(after)} (connect-timeout)")
 
@@ -308,10 +318,10 @@ final class ConnectInput(val address: StreamSocketAddress, options: StageOptions
   // More already in the socket: a direct copy writes on without flushing (ADR 0013).
   override def atHand: Boolean = holder.atHand
 
-  // Each failed try is said at once, through the flow's diagnostics (JSON under --stats-json).
-  @volatile private var tell: Diagnostics | Null = null
-  override def attach(d: Diagnostics): Unit = tell = d
-  private def say(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
+  // Each failed try is said at once.
+  private val teller = Teller()
+  override def attach(d: Diagnostics): Unit = teller.attach(d)
+  private def say(text: String): Unit = teller.notice(text)
 
   def open(): Unit =
     holder.conn = Sockets.connect(address, say, Sockets.pause)
@@ -372,9 +382,9 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
     writer = FrameWriter(options.frame, out.nn)
 
   override def endNotes: Seq[String] = notes.reverse
-  @volatile private var tell: Diagnostics | Null = null
-  override def attach(d: Diagnostics): Unit = tell = d
-  private def say(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
+  private val teller = Teller()
+  override def attach(d: Diagnostics): Unit = teller.attach(d)
+  private def say(text: String): Unit = teller.notice(text)
 
   def write(batch: FrameBatch)(using Async): Unit =
     try
