@@ -8,7 +8,7 @@ import asyncpipe.async.*
 import asyncpipe.io.IoFailure
 import java.io.{FileDescriptor, FileInputStream, IOException}
 import java.nio.ByteBuffer
-import java.nio.channels.{FileChannel, ReadableByteChannel}
+import java.nio.channels.{FileChannel, ReadableByteChannel, WritableByteChannel}
 import java.nio.file.{Files, Path, StandardOpenOption}
 
 /** What one endpoint has moved, for `--stats`: written by the endpoint's own thread, read by any. */
@@ -107,6 +107,10 @@ trait Output:
   def stopping(): Unit = ()
   /** What a [[KernelCopy]] may move bytes into, if this output takes one. */
   def kernelTarget: KernelTarget | Null = null
+  /** What bytes written as they are may go into, from a direct buffer, by [[kernelMove]]: the
+    * kernel target's channel, unless the output says otherwise.
+    */
+  def bytesTarget: WritableByteChannel | Null = { val k = kernelTarget; if k == null then null else k.channel }
   /** Writes out whatever the output buffered, then runs `move` (a kernel copy into the output's
     * descriptor) holding the output as a write does: a halt waits for it ([[OwnedOutput]]).
     */
@@ -350,6 +354,19 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
       case _ if address.isStandard && stdout.descriptor == 1 && !countFrames && Splice.permitted && StreamKind.of(1) != StreamKind.RegularFile =>
         KernelTarget(1, java.io.FileOutputStream(FileDescriptor.out).getChannel)
       case _ => null
+
+  /** A file (or standard output) takes raw bytes by write(2) from a direct buffer, unless frames
+    * are counted or each catch-up is forced to disk (`fsync`, done when the output is idle).
+    */
+  override def bytesTarget: WritableByteChannel | Null =
+    if countFrames || fsync then null
+    else
+      val f = file
+      if f != null then f
+      else if address.isStandard && stdout.descriptor == 1 then standardOut
+      else null
+
+  private lazy val standardOut = java.io.FileOutputStream(FileDescriptor.out).getChannel
 
   override def readerFd: Int =
     val f = file

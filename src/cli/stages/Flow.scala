@@ -6,6 +6,7 @@ import asyncpipe.cli.system.*
 
 import asyncpipe.async.*
 import java.io.IOException
+import java.nio.channels.WritableByteChannel
 import java.util.concurrent.ConcurrentLinkedQueue
 import java.util.concurrent.atomic.AtomicInteger
 import scala.jdk.CollectionConverters.*
@@ -307,6 +308,9 @@ object Flow:
       if timestamp then null // each frame is changed on its way
       else if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget
       else null
+
+    override def bytesTarget: WritableByteChannel | Null =
+      if timestamp || pacer != null then null else output.bytesTarget
 
     def moveInKernel(n: Long)(move: Long => Long): Boolean =
       if pacer != null then pacer.admit(n)

@@ -285,14 +285,39 @@ private[stages] final class ConnectionReader(subject: String, options: StageOpti
         count(_.unterminated += 1)
       count(_.add(batch, options.countingFrames))
       out.send(batch)
+    // Raw bytes into a stage's one output that takes them as they are: past KernelCopy.After
+    // bytes they go from a direct buffer straight into it, never into the heap (bytesTarget).
+    val direct = out match
+      case sink: KernelSink if options.frame == Framing.Raw && !options.countingFrames && sink.bytesTarget != null => sink
+      case _                                                                                                  => null
+    var read = 0L
     var done = false
     while !done do
-      val n = conn.in.read(reader.room)
-      if n > 0 then reader.filled(emit)
-      else if n < 0 then
-        current = null
-        reader.finish(emit)
+      if direct != null && read >= KernelCopy.After then
+        copyDirect(conn, direct)
         done = true
+      else
+        val n = conn.in.read(reader.room)
+        if n > 0 then { read += n; reader.filled(emit) }
+        else if n < 0 then done = true
+    current = null
+    reader.finish(emit)
+
+  /** Reads `conn` to its end into a direct buffer, each read written whole into `sink`'s
+    * [[KernelSink.bytesTarget]] (raw frames: every byte read is a whole frame).
+    */
+  private def copyDirect(conn: Connection, sink: KernelSink): Unit =
+    val target = sink.bytesTarget.nn
+    val buffer = ByteBuffer.allocateDirect(Endpoints.ReadSize)
+    var done = false
+    while !done do
+      buffer.clear()
+      val n = conn.in.read(buffer)
+      if n < 0 then done = true
+      else if n > 0 then
+        buffer.flip()
+        count(_.bytes += n)
+        val _ = sink.moveInKernel(n)(_ => target.write(buffer))
 
   private var current: BatchReader | Null = null
   /** Bytes read after the last whole frame (a partial one), when a read failed. */

@@ -18,6 +18,12 @@ trait KernelSink extends SendableChannel[FrameBatch]:
   /** The output, when it takes a kernel copy (standard output into a pipe, not counted). */
   def kernelTarget: KernelTarget | Null
 
+  /** The output, when it takes bytes as they are from a buffer outside the heap, moved with
+    * [[moveInKernel]] (`move` writes the buffer into this channel): a stream input whose bytes
+    * need no look (raw frames from a socket) then never copies them into the JVM's heap.
+    */
+  def bytesTarget: WritableByteChannel | Null = null
+
   /** Moves exactly `n` bytes into the output with `move` (given the bytes still to move, it
     * returns how many it moved, or minus an errno), after writing out what the output buffered,
     * and while holding what `send` holds: a stop waits for a move in progress, as for a write.

@@ -110,6 +110,41 @@ class SocketE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(r.err, "")
     assert(!os.exists(path), s"$path is left behind")
 
+  // Past its first 4 MiB a raw connection is written from a direct buffer straight into its one
+  // output (KernelSink.bytesTarget): each kind of output that takes it, and --stats-json, which does not.
+  for (target, stats) <- Seq(("a pipe on stdout", false), ("file:OUT", false), ("tcp:127.0.0.1:Q", false), ("file:OUT", true)) do
+    e2e.test(s"tcp: as a source, --frame raw${if stats then " --stats-json" else ""}: $NetMB MB from 'socat -u FILE:IN TCP-LISTEN:P' into $target, byte for byte, the end said by the peer's FIN"): env =>
+      socat
+      val in = env.dir / "in.bin"
+      writeRandom(in, NetBytes, 5)
+      val out = env.dir / "out.bin"
+      val port = freeTcpPort()
+      val server = env.startCommand(Seq("socat", "-u", s"FILE:$in", s"TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr"))
+      awaitTcpListener(server, port)
+      val flags = if stats then Seq("--frame", "raw", "--stats-json") else Seq("--frame", "raw")
+      val source = s"tcp:127.0.0.1:$port"
+      val r = target match
+        case "a pipe on stdout" =>
+          val r = env.startCommand(ap(flags :+ source :+ "-"*), stdout = Redirect.PIPE)
+          os.write(out, r.process.getInputStream) // drains the pipe as cat would
+          r
+        case "file:OUT" => env.startCommand(ap(flags :+ source :+ s"file:$out"*))
+        case _ =>
+          val sinkPort = freeTcpPort()
+          val sink = env.startCommand(Seq("socat", "-u", s"TCP-LISTEN:$sinkPort,bind=127.0.0.1,reuseaddr", s"FILE:$out,create,trunc"))
+          awaitTcpListener(sink, sinkPort)
+          val r = env.startCommand(ap(flags :+ source :+ s"tcp:127.0.0.1:$sinkPort"*))
+          assertEquals(r.exit(Copy), 0, r.err)
+          assertEquals(exitOf(sink.process, "socat", Copy), 0, sink.err)
+          r
+      assertEquals(r.exit(Copy), 0, r.err)
+      assertEquals(exitOf(server.process, "socat", Copy), 0, server.err)
+      assertSameFile(out, in)
+      if stats then
+        // The input's bytes and the output's, each exact.
+        assertEquals(s"\"bytes\":$NetBytes,".r.findAllIn(r.err).size, 2, r.err)
+      else assertEquals(r.err, "")
+
   e2e.test(s"unix: asyncpipe into asyncpipe, --frame lines: $NetMB MB byte for byte"): env =>
     val in = env.dir / "in.txt"
     writeLines(in, NetBytes, 6)
