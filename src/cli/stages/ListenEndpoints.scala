@@ -256,7 +256,7 @@ final class ListenOutput(address: StreamSocketAddress, options: StageOptions) ex
         serve()
 
     private def serve(): Unit =
-      val out = OwnedOutput(conn.out)
+      val out = OwnedOutput(conn.out, onCut = () => conn.resetOnClose())
       val writer = FrameWriter(options.frame, out)
       var problem: Option[String] = None
       def failed(e: IOException): Unit =

@@ -22,6 +22,10 @@ trait Connection:
   /** Ends this side's direction (TCP FIN): the peer reads the end; it may still send. */
   def shutdownOutput(): Unit
   def close(): Unit
+  /** Makes the coming close a reset (SO_LINGER 0): unsent data is dropped and the peer reads an
+    * error, not an end (for a halt in the middle of a frame).
+    */
+  def resetOnClose(): Unit
   /** The plain socket under it, which a kernel copy may write into (sendfile, splice); null for
     * one that transforms what it sends (TLS).
     */
@@ -38,6 +42,7 @@ final class SocketConnection(channel: SocketChannel, val peer: String) extends C
   override def kernelChannel: SocketChannel | Null = channel
   def shutdownOutput(): Unit = try channel.shutdownOutput() catch case _: IOException => ()
   def close(): Unit = try channel.close() catch case _: IOException => ()
+  def resetOnClose(): Unit = Sockets.resetOnClose(channel)
 
 /** Where an endpoint says things as they happen: the flow's diagnostics once given
   * ([[Input.attach]], before the endpoint opens; JSON under `--stats-json`), stderr before that.
@@ -54,6 +59,11 @@ final class ConnectTimedOut(val after: FiniteDuration) extends IOException(s"no 
 
 /** Connecting and listening, for the stream-socket kinds ([[StreamSocket]]). */
 object Sockets:
+  /** SO_LINGER 0 on `channel` (see [[Connection.resetOnClose]]); a Unix socket has no reset. */
+  def resetOnClose(channel: SocketChannel): Unit =
+    try channel.setOption(StandardSocketOptions.SO_LINGER, Integer.valueOf(0))
+    catch case _: (IOException | UnsupportedOperationException) => ()
+
   /** The socket address of `a` (a name is looked up here). */
   private def target(a: StreamSocketAddress): java.net.SocketAddress = a.where match
     case SocketWhere.Port(host, port) =>
@@ -403,7 +413,8 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
 
   def open(): Unit =
     conn = if shared != null then shared.conn.nn else Sockets.connect(address, say, Sockets.pause)
-    out = OwnedOutput(conn.nn.out)
+    val c = conn.nn
+    out = OwnedOutput(c.out, onCut = () => c.resetOnClose())
     writer = FrameWriter(options.frame, out.nn)
 
   override def endNotes: Seq[String] = notes.reverse

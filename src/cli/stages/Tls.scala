@@ -584,6 +584,8 @@ final class TlsConnection private[stages] (socket: SSLSocket, channel: SocketCha
       socket.shutdownOutput()
     catch case e: IOException => throw failed(e, writing = true)
 
+  def resetOnClose(): Unit = Sockets.resetOnClose(channel)
+
   /** close_notify (unless sent), then the socket closed. The JDK's close waits for a write in
     * progress, which a peer that reads nothing holds up for ever: past [[TlsConnection.CloseWait]]
     * the socket underneath is closed, which ends that write, and the close with it.

@@ -46,7 +46,11 @@ final class OwnedOutput(
     idleFlushNanos: Long = OwnedOutput.DefaultIdleFlushNanos,
     maxDelayNanos: Long = -1,
     /** The descriptor `channel` writes, when it is one of the process's standard ones; else -1. */
-    val descriptor: Int = -1
+    val descriptor: Int = -1,
+    /** What a halt in the middle of a write does first ([[OwnedOutput.cutAll]]): a socket resets
+      * its connection, so that its peer reads a broken stream, not a clean end after part of a frame.
+      */
+    private val onCut: Runnable | Null = null
 ) extends ByteSink:
   asyncpipe.async.check(capacity > 0, s"capacity was $capacity, must be > 0")
   asyncpipe.async.check(idleFlushNanos > 0, s"idleFlushNanos was $idleFlushNanos, must be > 0")
@@ -71,6 +75,8 @@ final class OwnedOutput(
   private var partTo = new Array[Int](4)
   private var partCount = 0
   private var sequenceWritten = 0L
+  // A write sequence holds the lock (a frame may be part way out): what [[OwnedOutput.cutAll]] looks at.
+  @volatile private var inSequence = false
   OwnedOutput.live.add(this)
   private lazy val flusher: Thread = Thread.ofVirtual().name("asyncpipe-idle-flush").start(() => idleLoop())
 
@@ -98,7 +104,7 @@ final class OwnedOutput(
       writes += 1
       wake = !armed && buffer.position() > 0
       if wake then armed = true
-    finally lock.unlock()
+    finally end()
     if wake then LockSupport.unpark(flusher)
 
   /** Writes the remaining bytes of `srcs`, in order, after what is buffered and in one sequence
@@ -112,7 +118,7 @@ final class OwnedOutput(
       begin()
       drain()
       for src <- srcs do writeFully(src)
-    finally lock.unlock()
+    finally end()
 
   /** Tells the output the framing of what is written to it (see the class comment). */
   override def framedAs(f: Framing): Unit = framing = f
@@ -128,7 +134,7 @@ final class OwnedOutput(
       begin()
       drain()
       body
-    finally lock.unlock()
+    finally end()
 
   /** Writes out everything buffered. */
   def flush(): Unit =
@@ -194,7 +200,13 @@ final class OwnedOutput(
       finally buffer.clear()
 
   /** Starts a sequence (see the class comment); caller holds `lock`. */
+  /** Ends a sequence begun with [[begin]], and releases the lock. */
+  private def end(): Unit =
+    inSequence = false
+    lock.unlock()
+
   private def begin(): Unit =
+    inSequence = true
     while partCount > 0 do
       partCount -= 1
       parts(partCount) = null // the caller's buffers are theirs again
@@ -266,6 +278,18 @@ object OwnedOutput:
     * other begin. For ending the process at once; nothing can be written through these outputs
     * afterwards.
     */
+  /** For a halt that will not wait for writes in progress (a third signal): each output in the
+    * middle of one does what it was made to ([[OwnedOutput]]'s `onCut`: a socket resets its
+    * connection). Never throws: the halt must follow.
+    */
+  def cutAll(): Unit =
+    try
+      val all = live.synchronized(live.toArray(new Array[OwnedOutput](0)))
+      for o <- all do
+        val cut = o.onCut
+        if o.inSequence && cut != null then try cut.run() catch case _: Exception => ()
+    catch case _: Throwable => ()
+
   def quiesceAll(): Unit =
     val all = live.synchronized(live.toArray(new Array[OwnedOutput](0)))
     for o <- all do

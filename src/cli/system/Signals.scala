@@ -49,7 +49,8 @@ enum Stop(val signalName: String, val signalNumber: Int):
   * it waits for the write in progress of every [[OwnedOutput]] (each write is of whole frames)
   * and starts no other, then halts. Only a reader that takes nothing more can keep it waiting
   * (for the rest of that one write): a third signal then halts at once, even in the middle of a
-  * frame, as SIGKILL would.
+  * frame, as SIGKILL would; a socket cut so is reset first, so that its peer does not take the
+  * partial frame and a clean end for the whole stream ([[OwnedOutput.cutAll]]).
   *
   * A signal can still meet the JVM's own handler: one that came before [[install]], or whose
   * handler thread the JVM made before it and ran after. That handler runs `Runtime.exit` with the
@@ -121,7 +122,9 @@ object Signals:
         if s == null then Runtime.getRuntime.halt(earliest.exitCode) // before any command began
         else tell(s, earliest)
       case 2 => second.accept(earliest.exitCode)
-      case _ => Runtime.getRuntime.halt(earliest.exitCode) // the user will not wait for the frame
+      case _ => // the user will not wait for the frame: a socket cut in one is reset (OwnedOutput.cutAll)
+        OwnedOutput.cutAll()
+        Runtime.getRuntime.halt(earliest.exitCode)
 
   private def tell(s: Stopper, stop: Stop): Unit = if told.compareAndSet(false, true) then s.stop(stop)
 

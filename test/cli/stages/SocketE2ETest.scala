@@ -533,6 +533,31 @@ class SocketE2ETest extends munit.FunSuite with Watchdog:
     val said = s"asyncpipe: tcp:127.0.0.1:$port: write: "
     assert(r.err.startsWith(said) && (r.err.contains("broken pipe") || r.err.contains("connection reset")) && r.err.linesIterator.size == 1, r.err)
 
+  e2e.test("a third signal halts a sink in the middle of a frame to a peer that reads nothing: the peer reads a reset, not a clean end after part of a frame"): env =>
+    val small = (1 to 10).map(i => s"line $i\n").mkString
+    val py = env.python(StallThenRead, small.length.toString)
+    val port = py.line("the server's port").toInt
+    val r = env.startCommand(ap("--frame", "lines", "-", s"tcp:127.0.0.1:$port"))
+    // Whole lines, then one of 16 MB: more than the two sockets' buffers hold while the peer reads
+    // nothing, so its write stays part way (stdin stays open: the flow does not end by itself).
+    val feeder = Thread.ofPlatform().start(() =>
+      Try {
+        val in = r.process.getOutputStream
+        in.write(bytes(small))
+        in.write(Array.fill[Byte](16 << 20)('x'.toByte))
+        in.write('\n')
+        in.flush()
+      })
+    assertEquals(py.line("the peer holding part of the long line"), "part of the long line is here")
+    for signal <- Seq("INT", "TERM", "HUP") do kill(signal, r.process.pid)
+    assertEquals(r.exit(), 130, r.err)
+    py.tell("read")
+    val end = py.line("how the stream ended")
+    assert(end.startsWith("reset after "), s"the peer saw: $end")
+    val got = end.stripPrefix("reset after ").split(' ').head.toLong
+    assert(got > small.length && got < small.length + (16 << 20), end)
+    feeder.join(Support.Patience)
+
   e2e.test("--stats-json: a connect's retries are JSON notices as they happen, its failure a JSON error"): env =>
     val port = freeTcpPort()
     val address = s"tcp:127.0.0.1:$port,retry=1,interval=50ms"
@@ -956,6 +981,31 @@ object SocketE2ETest:
       |c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
       |c.close()
       |print("reset after %d" % got)
+      |""".stripMargin
+
+  /** argv: N. Prints its port; accepts one connection (a small receive buffer) and reads nothing
+    * until more than N bytes are waiting (the first N are whole lines, the rest part of a long one):
+    * says so; then, told "read", reads to the end and prints "end after B bytes" for a clean end
+    * (FIN) or "reset after B bytes" for a reset.
+    */
+  val StallThenRead: String =
+    """import socket, sys
+      |s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+      |s.bind(("127.0.0.1", 0)); s.listen(1)
+      |print(s.getsockname()[1])
+      |c, _ = s.accept()
+      |c.recv(int(sys.argv[1]) + 1, socket.MSG_PEEK | socket.MSG_WAITALL)
+      |print("part of the long line is here")
+      |sys.stdin.readline()
+      |got = 0
+      |try:
+      |    while True:
+      |        b = c.recv(1 << 20)
+      |        if not b: break
+      |        got += len(b)
+      |    print("end after %d bytes" % got)
+      |except ConnectionResetError:
+      |    print("reset after %d bytes" % got)
       |""".stripMargin
 
   /** Prints its port; accepts one connection, waits until its 100 bytes are there, reads one and
