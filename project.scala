@@ -3,6 +3,11 @@
 //> using scala 3.8.4
 //> using jvm 25
 //> using dep com.lihaoyi::os-lib:0.11.8
+// `kafka:` (KafkaKind, KafkaEndpoints): the official client, loaded only when a kafka: address is
+// used; its logging goes to slf4j (2.x: the client's 1.7 calls work with it), whose no-op provider
+// keeps it, and slf4j's own warning, off stderr.
+//> using dep org.apache.kafka:kafka-clients:4.4.0
+//> using dep org.slf4j:slf4j-nop:2.0.17
 //> using test.dep org.scalameta::munit:1.2.4
 //> using test.dep com.lihaoyi::ujson:4.4.3
 //> using test.dep org.jetbrains.lincheck:lincheck:3.7
@@ -27,4 +32,8 @@
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.
 // asyncpipe stage-jvm-flags: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+// A Kafka broker for the tests and the bench (KRaft, one node), on a classpath of its own, never the
+// tests' (it brings Scala 2.13): the broker, its tools (console producer and consumer, perf tests)
+// and a logging binding, so that a broker that fails says why (build.mill reads this line).
+// asyncpipe kafka-broker: org.apache.kafka:kafka_2.13:4.4.0 org.apache.kafka:kafka-tools:4.4.0 org.slf4j:slf4j-simple:1.7.36
 //> using publish.version 0.1.0

@@ -49,7 +49,7 @@ class MainTest extends munit.FunSuite:
   test("--help after -- belongs to the command, not to asyncpipe"):
     assert(Usage.asksForHelp(Seq("1s", "--help")))
     assert(!Usage.asksForHelp(Seq("1s", "--", "grep", "--help")))
-    assertEquals(Address.schemes, Set("file", "udp", "tcp", "tcp-listen", "unix", "unix-listen", "tls", "tls-listen", "tick", "null"))
+    assertEquals(Address.schemes, Set("file", "udp", "tcp", "tcp-listen", "unix", "unix-listen", "tls", "tls-listen", "kafka", "tick", "null"))
 
   test("an unknown verb is a usage error that names it"):
     val r = run("frobnicate", "x")

@@ -14,6 +14,7 @@ object AddressKinds:
     UnixListenKind,
     TlsKind,
     TlsListenKind,
+    KafkaKind,
     TickKind,
     NullKind
   )

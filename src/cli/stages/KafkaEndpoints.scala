@@ -1,0 +1,293 @@
+package asyncpipe.cli.stages
+
+import asyncpipe.cli.command.*
+import asyncpipe.cli.frames.*
+
+import asyncpipe.async.*
+import java.io.{FileInputStream, IOException}
+import java.util.Properties
+import java.util.concurrent.atomic.AtomicLong
+import org.apache.kafka.clients.consumer.{CloseOptions, ConsumerConfig, ConsumerRecord, KafkaConsumer}
+import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfig, ProducerRecord, RecordMetadata}
+import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.errors.{TimeoutException, WakeupException}
+import org.apache.kafka.common.serialization.{ByteArrayDeserializer, ByteArraySerializer}
+import scala.jdk.CollectionConverters.*
+
+/** What the `kafka:` endpoints share: the client's properties and the reasons of its failures. */
+private[stages] object KafkaClients:
+  /** The client's properties for `a`: ours, then the `config=` file's, then the address's own. */
+  def properties(a: KafkaAddress, defaults: Map[String, String], own: Map[String, String]): Properties =
+    val p = Properties()
+    defaults.foreach((k, v) => p.setProperty(k, v))
+    a.settings.config.foreach { file =>
+      try
+        val in = FileInputStream(file)
+        try p.load(in) finally in.close()
+      catch case e: IOException => throw CliError.Failed(CliError.Runtime(a.render, s"config=$file: ${asyncpipe.io.IoFailure.reason(e)}"))
+    }
+    p.setProperty("bootstrap.servers", a.servers)
+    a.settings.clientId.foreach(p.setProperty("client.id", _))
+    if !p.containsKey("client.id") then p.setProperty("client.id", "asyncpipe")
+    own.foreach((k, v) => p.setProperty(k, v))
+    p
+
+  /** The failure of `a`, in words: a broker that never answered named by its list. */
+  def failure(a: KafkaAddress, e: Throwable): CliError.Failed =
+    val reason = e match
+      case _: TimeoutException =>
+        s"no answer from the brokers (${a.brokersSaid}) within ${Durations.render(a.settings.connectTimeout)} (connect-timeout)"
+      case _ => Option(e.getMessage).getOrElse(e.getClass.getSimpleName).nn
+    CliError.Failed(CliError.Runtime(a.render, reason))
+
+/** `kafka:` as a source: the records of the topic's partitions (all, or `partition=`), read without
+  * a consumer group (nothing is committed), each record's value one frame (with `keys`, its key, the
+  * separator and its value), in `len` form as a datagram's. From `from=` (default the beginning),
+  * until `until=end`, `--count` records, or `--idle-timeout` without one; else for ever.
+  */
+final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends Input:
+  private val settings = address.settings
+  @volatile private var consumer: KafkaConsumer[Array[Byte], Array[Byte]] | Null = null
+  @volatile private var closed = false
+  // End offsets recorded at the start, for until=end: a partition is done once its position reaches it.
+  private var ends = Map.empty[TopicPartition, Long]
+  private var notes: List[String] = Nil
+
+  // Polls on a thread of its own; close() wakes it.
+  override def detached: Boolean = true
+
+  def open(): Unit =
+    val props = KafkaClients.properties(address,
+      Map("enable.auto.commit" -> "false", "auto.offset.reset" -> "earliest"),
+      Map(
+        ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
+        ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
+        ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> settings.connectTimeout.toMillis.toString
+      ))
+    val c = try KafkaConsumer[Array[Byte], Array[Byte]](props) catch case e: Exception => throw KafkaClients.failure(address, e)
+    consumer = c
+    try
+      val timeout = java.time.Duration.ofMillis(settings.connectTimeout.toMillis)
+      val infos = Option(c.partitionsFor(address.topic, timeout)).map(_.asScala.toSeq).getOrElse(Nil)
+      if infos.isEmpty then throw CliError.Failed(CliError.Runtime(address.render, s"no topic '${address.topic}' at ${address.brokersSaid}"))
+      val all = infos.map(_.partition).sorted
+      val chosen = settings.partitions.getOrElse(all)
+      chosen.find(!all.contains(_)).foreach { p =>
+        throw CliError.Failed(CliError.Runtime(address.render, s"topic '${address.topic}' has no partition $p (it has ${all.mkString(", ")})"))
+      }
+      val parts = chosen.map(TopicPartition(address.topic, _)).asJava
+      c.assign(parts)
+      settings.from.getOrElse(KafkaFrom.Beginning) match
+        case KafkaFrom.Beginning => c.seekToBeginning(parts)
+        case KafkaFrom.End       => c.seekToEnd(parts)
+        case KafkaFrom.Offset(n) => parts.forEach(tp => c.seek(tp, n))
+        case KafkaFrom.Back(n) =>
+          val first = c.beginningOffsets(parts, timeout).asScala
+          val last = c.endOffsets(parts, timeout).asScala
+          parts.forEach(tp => c.seek(tp, math.max(first(tp).longValue, last(tp).longValue - n)))
+        case KafkaFrom.At(millis) =>
+          val found = c.offsetsForTimes(parts.asScala.map(tp => tp -> java.lang.Long.valueOf(millis)).toMap.asJava, timeout).asScala
+          val last = c.endOffsets(parts, timeout).asScala
+          parts.forEach(tp => c.seek(tp, Option(found.get(tp).orNull).fold(last(tp).longValue)(_.offset)))
+      if settings.untilEnd then ends = c.endOffsets(parts, timeout).asScala.map((tp, n) => tp -> n.longValue).toMap
+    catch
+      case e: CliError.Failed => throw e
+      case e: Exception       => throw KafkaClients.failure(address, e)
+
+  override def endNotes: Seq[String] = notes.reverse
+
+  def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
+    val c = consumer.nn
+    val limit = options.count.getOrElse(Long.MaxValue)
+    val idleNanos = options.idleTimeout.fold(Long.MaxValue)(_.toNanos)
+    var received = 0L
+    var lastRecord = System.nanoTime()
+    val frames = FrameBuilder()
+    var done = finished(c)
+    try
+      while !done && !closed do
+        val records = c.poll(KafkaInput.Poll)
+        if records.isEmpty then
+          if System.nanoTime() - lastRecord >= idleNanos then done = true
+        else
+          lastRecord = System.nanoTime()
+          frames.clear()
+          val it = records.iterator()
+          while it.hasNext && received < limit do
+            val r = it.next()
+            if !pastEnd(r) then
+              add(frames, r)
+              received += 1
+          if frames.frames > 0 then out.send(frames.result())
+          if received >= limit then done = true
+        if !done then done = finished(c)
+    catch
+      case _: WakeupException if closed => ()
+      case e: CliError.Failed => throw e
+      case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
+    finally try c.close(CloseOptions.timeout(java.time.Duration.ZERO)) catch case _: Exception => ()
+
+  /** A record at or past its partition's recorded end (until=end): not passed on. */
+  private def pastEnd(r: ConsumerRecord[Array[Byte], Array[Byte]]): Boolean =
+    settings.untilEnd && ends.get(TopicPartition(r.topic, r.partition)).exists(r.offset >= _)
+
+  /** With until=end: every partition's position has reached its recorded end. */
+  private def finished(c: KafkaConsumer[Array[Byte], Array[Byte]]): Boolean =
+    settings.untilEnd && ends.forall((tp, end) => c.position(tp) >= end)
+
+  private def add(frames: FrameBuilder, r: ConsumerRecord[Array[Byte], Array[Byte]]): Unit =
+    val value = Option(r.value).getOrElse(Array.emptyByteArray)
+    val n =
+      if settings.keys then
+        val key = Option(r.key).getOrElse(Array.emptyByteArray)
+        frames.add3(key, settings.separator, value)
+      else frames.add(value)
+    counters.frames += 1
+    counters.bytes += n
+
+  def close(): Unit =
+    closed = true
+    val c = consumer
+    if c != null then try c.wakeup() catch case _: Exception => ()
+
+object KafkaInput:
+  private val Poll = java.time.Duration.ofMillis(100)
+
+/** Frames in `len` form in one growing array; `result` copies them out as a message. */
+private final class FrameBuilder:
+  private var array = new Array[Byte](4096)
+  private var size = 0
+  var frames = 0
+
+  def clear(): Unit = { size = 0; frames = 0 }
+
+  /** One frame of `value`; its length. */
+  def add(value: Array[Byte]): Int =
+    room(value.length)
+    System.arraycopy(value, 0, array, size + 4, value.length)
+    close(value.length)
+
+  /** One frame of `key`, `sep` and `value`; its length. */
+  def add3(key: Array[Byte], sep: Byte, value: Array[Byte]): Int =
+    val n = key.length + 1 + value.length
+    room(n)
+    System.arraycopy(key, 0, array, size + 4, key.length)
+    array(size + 4 + key.length) = sep
+    System.arraycopy(value, 0, array, size + 5 + key.length, value.length)
+    close(n)
+
+  private def room(n: Int): Unit =
+    if size + 4 + n > array.length then array = java.util.Arrays.copyOf(array, math.max(array.length * 2, size + 4 + n))
+
+  private def close(n: Int): Int =
+    Framing.writeLength(array, size, n)
+    size += 4 + n
+    frames += 1
+    n
+
+  def result(): FrameBatch = FrameBatch(Framing.Len, java.util.Arrays.copyOf(array, size), size, terminated = true)
+
+/** `kafka:` as a sink: each frame one record (its payload the value; with `key=` that key, with
+  * `keysep=` the frame split at its first separator). A frame counts once the broker acknowledged
+  * it (`acks=all` by default, the producer idempotent: no duplicates within a run). At the end (and
+  * on a stop) every record is flushed and waited for; any record that was not acknowledged makes
+  * the stage fail, naming how many and why.
+  */
+final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Output:
+  def name: String = address.render
+  private val settings = address.settings
+  private var producer: KafkaProducer[Array[Byte], Array[Byte]] | Null = null
+  private val sent = AtomicLong()
+  private val failed = AtomicLong()
+  @volatile private var firstFailure: Exception | Null = null
+  private val keyBytes = settings.key.map(_.getBytes(java.nio.charset.StandardCharsets.UTF_8))
+  private val partition: java.lang.Integer | Null = settings.partitions.flatMap(_.headOption).map(Integer.valueOf).orNull
+
+  def open(): Unit =
+    val timeout = settings.connectTimeout.toMillis
+    val linger = settings.linger.fold(5L)(_.toMillis)
+    val own = Map(
+      ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG -> classOf[ByteArraySerializer].getName,
+      ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG -> classOf[ByteArraySerializer].getName,
+      ProducerConfig.ACKS_CONFIG -> settings.acks,
+      ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG -> (settings.acks == "all").toString
+    ) ++ settings.compression.map(ProducerConfig.COMPRESSION_TYPE_CONFIG -> _) ++
+      settings.linger.map(l => ProducerConfig.LINGER_MS_CONFIG -> l.toMillis.toString)
+    val defaults = Map(
+      ProducerConfig.LINGER_MS_CONFIG -> linger.toString,
+      ProducerConfig.MAX_BLOCK_MS_CONFIG -> timeout.toString,
+      ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG -> timeout.toString,
+      ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG -> (2 * timeout + linger).toString
+    )
+    val p = try KafkaProducer[Array[Byte], Array[Byte]](KafkaClients.properties(address, defaults, own))
+      catch case e: Exception => throw KafkaClients.failure(address, e)
+    producer = p
+    try
+      val infos = p.partitionsFor(address.topic).asScala.map(_.partition)
+      Option(partition).foreach { n =>
+        if !infos.contains(n.intValue) then
+          throw CliError.Failed(CliError.Runtime(name, s"topic '${address.topic}' has no partition $n (it has ${infos.sorted.mkString(", ")})"))
+      }
+    catch
+      case e: CliError.Failed => throw e
+      case e: Exception =>
+        p.close(java.time.Duration.ZERO)
+        producer = null
+        throw KafkaClients.failure(address, e)
+
+  private val acked: Callback = new Callback:
+    def onCompletion(metadata: RecordMetadata, e: Exception | Null): Unit =
+      if e == null then
+        counters.synchronized {
+          counters.frames += 1
+          counters.bytes += math.max(0, metadata.serializedValueSize)
+        }
+      else
+        if firstFailure == null then firstFailure = e
+        failed.incrementAndGet()
+
+  def write(batch: FrameBatch)(using Async): Unit =
+    val p = producer.nn
+    try
+      batch.foreach { (bytes, offset, length, _) =>
+        val (key, value) = settings.keySeparator match
+          case Some(sep) =>
+            var i = offset
+            val end = offset + length
+            while i < end && bytes(i) != sep do i += 1
+            if i < end then (java.util.Arrays.copyOfRange(bytes, offset, i), java.util.Arrays.copyOfRange(bytes, i + 1, end))
+            else (null, java.util.Arrays.copyOfRange(bytes, offset, end))
+          case None => (keyBytes.orNull, java.util.Arrays.copyOfRange(bytes, offset, offset + length))
+        sent.incrementAndGet()
+        p.send(ProducerRecord[Array[Byte], Array[Byte]](address.topic, partition, key, value), acked)
+      }
+    catch case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
+    finally batch.release()
+    failIfLost()
+
+  /** Throws once a record was not acknowledged: the records after it would not be either. */
+  private def failIfLost(): Unit =
+    val n = failed.get
+    if n > 0 then
+      val why = Option(firstFailure).map(e => KafkaClients.failure(address, e.nn).error match
+        case CliError.Runtime(_, reason) => reason
+        case other                       => other.toString
+      ).getOrElse("unknown")
+      throw CliError.Failed(CliError.Runtime(name, s"$n of ${sent.get} records were not acknowledged: $why"))
+
+  def idle()(using Async): Unit = ()
+
+  def finish()(using Async): Unit =
+    val p = producer
+    if p != null then
+      try p.flush()
+      catch case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
+      failIfLost()
+      p.close()
+      producer = null
+
+  def abort(): Unit =
+    val p = producer
+    if p != null then
+      producer = null
+      try p.close(java.time.Duration.ZERO) catch case _: Exception => ()

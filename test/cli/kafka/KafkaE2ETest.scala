@@ -1,0 +1,176 @@
+package asyncpipe.cli.kafka
+
+import asyncpipe.cli.command.ExitCode
+import asyncpipe.cli.stages.FollowTest
+import asyncpipe.async.{Support, Watchdog}
+import java.lang.ProcessBuilder.Redirect
+import java.nio.charset.StandardCharsets.UTF_8
+import java.util.concurrent.TimeUnit
+import scala.concurrent.duration.{DurationInt, FiniteDuration}
+import scala.util.Random
+
+/** `kafka:` end to end: the built tool as real processes (the launcher's JVM flags) against a real
+  * broker (KRaft, one node: [[KafkaBroker]]), its records checked with the official client and with
+  * Kafka's own console tools. Skipped without ASYNCPIPE_KAFKA_CLASSPATH (run through ./mill).
+  */
+class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
+  override def watchdog: FiniteDuration = 120.seconds
+  override def munitTimeout = watchdog + 10.seconds
+
+  private def ap(args: String*): Seq[String] = FollowTest.follower(args*)
+  private def text(s: String): Array[Byte] = s.getBytes(UTF_8)
+  private def str(b: Array[Byte] | Null): String = if b == null then "<null>" else String(b, UTF_8)
+
+  /** Runs the tool to its end: exit status, stdout bytes, stderr text. */
+  private def run(args: Seq[String], stdin: Array[Byte] = Array.emptyByteArray, env: Map[String, String] = Map.empty): (Int, Array[Byte], String) =
+    val r = os.proc(ap(args*)).call(check = false, stdin = stdin, stderr = os.Pipe, env = env, timeout = 60_000)
+    (r.exitCode, r.out.bytes, r.err.text())
+
+  private val dir = FunFixture[os.Path](_ => os.temp.dir(prefix = "asyncpipe-kafka-"), os.remove.all(_))
+
+  private def k(topic: String, options: String*): String = s"kafka:${broker.bootstrap}/$topic${options.map("," + _).mkString}"
+
+  dir.test("100,000 lines into a topic and back, byte for byte; Kafka's console consumer reads the same records"): d =>
+    val lines = (1 to 100_000).map(i => s"line $i ${"x" * (i % 37)}\n").mkString
+    val in = d / "in.txt"
+    os.write(in, lines)
+    val (produced, _, perr) = run(Seq(s"file:$in", k("lines")))
+    assertEquals((produced, perr), (0, ""))
+    val records = broker.consumeAll("lines")
+    assertEquals(records.size, 100_000)
+    assertEquals(str(records(41).value), "line 42 " + "x" * 5)
+    val out = d / "out.txt"
+    val (consumed, _, cerr) = run(Seq(k("lines", "until=end"), s"file:$out"))
+    assertEquals((consumed, cerr), (0, ""))
+    assert(os.read(out) == lines, "the lines read back differ from those written")
+    val console = broker.tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", broker.bootstrap,
+      "--topic", "lines", "--from-beginning", "--max-messages", "100000", "--timeout-ms", "30000")
+    assertEquals(console.exitCode, 0, console.err)
+    assert(console.outText == lines, "Kafka's console consumer read other records")
+
+  dir.test("--frame len: binary values (any byte, newlines, empty ones) round trip exactly"): d =>
+    val random = Random(7)
+    val values = (0 until 5_000).map(i => Array.tabulate[Byte](if i % 100 == 0 then 0 else random.nextInt(400))(_ => random.nextInt(256).toByte))
+    val wire = java.io.ByteArrayOutputStream()
+    values.foreach { v =>
+      wire.write(java.nio.ByteBuffer.allocate(4).putInt(v.length).array)
+      wire.write(v)
+    }
+    val (produced, _, perr) = run(Seq("--frame", "len", "-", k("binary")), stdin = wire.toByteArray)
+    assertEquals((produced, perr), (0, ""))
+    assertEquals(broker.consumeAll("binary").map(r => r.value.toSeq), values.map(_.toSeq))
+    val (consumed, out, cerr) = run(Seq("--frame", "len", k("binary", "until=end"), "-"))
+    assertEquals((consumed, cerr), (0, ""))
+    assert(java.util.Arrays.equals(out, wire.toByteArray), "the len stream read back differs")
+
+  test("until=end over 3 partitions ends by itself with every record once, each partition in order; partition= reads one"):
+    broker.createTopic("three", partitions = 3)
+    for p <- 0 until 3 do broker.produce("three", (0 until 500).map(i => text(s"p$p-$i")), partition = Some(p))
+    val (status, out, err) = run(Seq(k("three", "until=end"), "-"))
+    assertEquals((status, err), (0, ""))
+    val got = str(out).linesIterator.toSeq
+    assertEquals(got.size, 1500)
+    for p <- 0 until 3 do assertEquals(got.filter(_.startsWith(s"p$p-")), (0 until 500).map(i => s"p$p-$i"))
+    val (one, only, _) = run(Seq(k("three", "until=end", "partition=1"), "-"))
+    assertEquals((one, str(only)), (0, (0 until 500).map(i => s"p1-$i\n").mkString))
+
+  test("keys: a source writes KEY<sep>VALUE (an empty key for none); a sink with keysep= splits each line at its first separator"):
+    val (status, _, err) = run(Seq("-", k("keyed", "keysep=:")), stdin = text("a:1\nb:2:3\nnokey\n:empty\n"))
+    assertEquals((status, err), (0, ""))
+    val records = broker.consumeAll("keyed")
+    assertEquals(records.map(r => (str(r.key), str(r.value))), Seq(("a", "1"), ("b", "2:3"), ("<null>", "nokey"), ("", "empty")))
+    val (read, out, rerr) = run(Seq(k("keyed", "until=end", "keys"), "-"))
+    assertEquals((read, rerr), (0, ""))
+    assertEquals(str(out), "a\t1\nb\t2:3\n\tnokey\n\tempty\n")
+    val (fixed, _, ferr) = run(Seq("-", k("fixed", "key=tenant-7")), stdin = text("x\ny\n"))
+    assertEquals((fixed, ferr), (0, ""))
+    assertEquals(broker.consumeAll("fixed").map(r => (str(r.key), str(r.value))), Seq(("tenant-7", "x"), ("tenant-7", "y")))
+
+  test("from=: -N takes each partition's last N, OFFSET starts there, @TIME at the first record at or after it, end reads nothing old"):
+    broker.produce("from", (0 until 10).map(i => text(s"old-$i")))
+    val cut = broker.consumeAll("from").map(_.timestamp).max + 1
+    // Records made after `cut` (the producer stamps its clock, which has passed it by now).
+    Support.eventually("the clock to pass the last old record") { System.currentTimeMillis() > cut }
+    broker.produce("from", (0 until 5).map(i => text(s"new-$i")))
+    def read(options: String*): String =
+      val (status, out, err) = run(Seq(k("from", ("until=end" +: options)*), "-"))
+      assertEquals((status, err), (0, ""), options.mkString(","))
+      str(out)
+    assertEquals(read("from=-3"), "new-2\nnew-3\nnew-4\n")
+    assertEquals(read("from=8"), "old-8\nold-9\n" + (0 until 5).map(i => s"new-$i\n").mkString)
+    assertEquals(read(s"from=@$cut"), (0 until 5).map(i => s"new-$i\n").mkString)
+    assertEquals(read("from=end"), "")
+    val iso = java.time.Instant.ofEpochMilli(cut).toString
+    assertEquals(read(s"from=@$iso"), (0 until 5).map(i => s"new-$i\n").mkString)
+
+  test("--count N ends a source after N records; Kafka's console producer writes what asyncpipe reads"):
+    val produced = broker.tool("org.apache.kafka.tools.ConsoleProducer", Seq("--bootstrap-server", broker.bootstrap, "--topic", "console"),
+      text("one\ntwo\nthree\n"))
+    assertEquals(produced.exitCode, 0, produced.err)
+    val (status, out, err) = run(Seq("--count", "2", k("console"), "-"))
+    assertEquals((status, str(out), err), (0, "one\ntwo\n", ""))
+
+  test("the brokers from ASYNCPIPE_KAFKA_BROKERS when the token names none"):
+    val (status, _, err) = run(Seq("-", "kafka:envtopic"), stdin = text("via env\n"), env = Map("ASYNCPIPE_KAFKA_BROKERS" -> broker.bootstrap))
+    assertEquals((status, err), (0, ""))
+    assertEquals(broker.consumeAll("envtopic").map(r => str(r.value)), Seq("via env"))
+
+  test("no broker answers: exit 1 within connect-timeout, naming the brokers and the timeout, as a source and as a sink"):
+    val dead = { val s = java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress); try s.getLocalPort finally s.close() }
+    for args <- Seq(Seq(s"kafka:127.0.0.1:$dead/t,connect-timeout=1s", "-"), Seq("-", s"kafka:127.0.0.1:$dead/t,connect-timeout=1s")) do
+      val (status, _, err) = run(args, stdin = text("x\n"))
+      assertEquals(status, ExitCode.Runtime, err)
+      assert(err.contains(s"no answer from the brokers (127.0.0.1:$dead) within 1s (connect-timeout)"), err)
+
+  test("a malformed address is a usage error (exit 2) naming the token and the rule"):
+    val cases = Seq(
+      s"kafka:${"127.0.0.1:9092"}/bad topic" -> "is not a topic name",
+      "kafka:127.0.0.1:9092/" -> "the topic is missing",
+      "kafka:/t" -> "the brokers before '/' are missing",
+      "kafka:127.0.0.1:9092/t,from=yesterday" -> "none of beginning, end",
+      "kafka:127.0.0.1:9092/t,acks=2" -> "'2' is not one of all, 1, 0",
+      "kafka:127.0.0.1:9092/t,grup=g" -> "unknown kafka option 'grup'"
+    )
+    for (token, says) <- cases do
+      val (status, _, err) = run(Seq(token, "-"), env = Map("ASYNCPIPE_KAFKA_BROKERS" -> ""))
+      assertEquals(status, ExitCode.Usage, s"$token: $err")
+      assert(err.contains(token) && err.contains(says), s"$token: expected '$says' in $err")
+
+  test("no class of the Kafka client is loaded by --version or by a file copy (-verbose:class)"):
+    for args <- Seq(Seq("--version"), Seq("file:/dev/null", "file:/dev/null")) do
+      val cmd = ap(args*)
+      val r = os.proc(cmd.head +: "-verbose:class" +: cmd.tail).call(check = false, stderr = os.Pipe)
+      assertEquals(r.exitCode, 0, r.err.text())
+      val loaded = r.out.text().linesIterator.filter(l => l.contains("org.apache.kafka") || l.contains("org.slf4j")).toSeq
+      assertEquals(loaded, Nil, args.mkString(" "))
+
+  test("SIGTERM on a sink fed without end: exit 143, every line it took is in the topic once, in order"):
+    broker.createTopic("term")
+    val p = ProcessBuilder(ap("-", k("term"))*).redirectError(Redirect.PIPE).start()
+    val in = p.getOutputStream
+    (1 to 20_000).foreach(i => in.write(text(s"t$i\n")))
+    in.flush()
+    Support.eventually("the first records in the topic") { broker.endOffsets("term").values.sum > 0 }
+    p.destroy() // SIGTERM
+    assert(p.waitFor(30, TimeUnit.SECONDS), "the sink did not end after SIGTERM")
+    assertEquals(p.exitValue, 143, String(p.getErrorStream.readAllBytes, UTF_8))
+    val got = broker.consumeAll("term").map(r => str(r.value))
+    assertEquals(got, (1 to got.size).map(i => s"t$i"))
+
+  test("a sink whose broker stops mid-stream: exit 1 with how many records were not acknowledged (the broker then restarts)"):
+    broker.createTopic("stopped")
+    val p = ProcessBuilder(ap("-", k("stopped", "connect-timeout=2s"))*).redirectError(Redirect.PIPE).start()
+    val in = p.getOutputStream
+    (1 to 100).foreach(i => in.write(text(s"before $i\n")))
+    in.flush()
+    Support.eventually("the first 100 records in the topic") { broker.endOffsets("stopped").values.sum == 100 }
+    broker.stop()
+    try
+      (1 to 10).foreach(i => in.write(text(s"after $i\n")))
+      in.close()
+      assert(p.waitFor(60, TimeUnit.SECONDS), "the sink did not end")
+      val err = String(p.getErrorStream.readAllBytes, UTF_8)
+      assertEquals(p.exitValue, ExitCode.Runtime, err)
+      assert(err.contains("10 of 110 records were not acknowledged"), err)
+    finally broker.restart()
+    assertEquals(broker.consumeAll("stopped").map(r => str(r.value)), (1 to 100).map(i => s"before $i"))
