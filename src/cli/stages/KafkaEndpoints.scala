@@ -58,7 +58,8 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
 
   def open(): Unit =
     val props = KafkaClients.properties(address,
-      Map("enable.auto.commit" -> "false", "auto.offset.reset" -> "earliest"),
+      // A source never creates the topic it reads (a typo would make one): no topic is an error.
+      Map("enable.auto.commit" -> "false", "auto.offset.reset" -> "earliest", "allow.auto.create.topics" -> "false"),
       Map(
         ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,

@@ -110,6 +110,12 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val (status, out, err) = run(Seq("--count", "2", k("console"), "-"))
     assertEquals((status, str(out), err), (0, "one\ntwo\n", ""))
 
+  test("a source of a topic that does not exist: exit 1 naming it and the brokers; the topic is not created"):
+    val (status, _, err) = run(Seq(k("no-such-topic", "connect-timeout=5s"), "-"))
+    assertEquals(status, ExitCode.Runtime, err)
+    assert(err.contains(s"no topic 'no-such-topic' at ${broker.bootstrap}"), err)
+    assert(!broker.admin.listTopics().names().get().contains("no-such-topic"), "the source created the topic")
+
   test("the brokers from ASYNCPIPE_KAFKA_BROKERS when the token names none"):
     val (status, _, err) = run(Seq("-", "kafka:envtopic"), stdin = text("via env\n"), env = Map("ASYNCPIPE_KAFKA_BROKERS" -> broker.bootstrap))
     assertEquals((status, err), (0, ""))
