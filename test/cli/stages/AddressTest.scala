@@ -103,7 +103,7 @@ class AddressTest extends munit.FunSuite:
     refused("", "an empty address", "file:PATH")
     refused("out.txt", "'out.txt' is not an address", "file:out.txt")
     refused("--x", "'--x' is not an address")
-    val e = refused("fiel:x", "unknown address scheme 'fiel:'", "known: file, null, tcp, tcp-listen, tick, tls, tls-listen, udp, unix, unix-listen", "did you mean 'file'?")
+    val e = refused("fiel:x", "unknown address scheme 'fiel:'", "known: file, kafka, null, tcp, tcp-listen, tick, tls, tls-listen, udp, unix, unix-listen", "did you mean 'file'?")
     assertEquals(expectedOf(e), Address.forms.map(_._1).mkString(", "))
     refused("FILE:x", "unknown address scheme 'FILE:'", "did you mean 'file'?")
     refused("sctp:localhost:80", "unknown address scheme 'sctp:'")

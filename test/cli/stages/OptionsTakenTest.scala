@@ -29,10 +29,12 @@ class OptionsTakenTest extends munit.FunSuite:
       (opt, value) <- Seq("--count" -> Some("2"), "--idle-timeout" -> Some("1s"), "--on-full" -> Some("drop"), "--check-seq" -> None)
       source <- sources
     do
+      // --count and --idle-timeout also end a kafka: source.
+      val kinds = if opt == "--count" || opt == "--idle-timeout" then "udp: or kafka:" else "udp:"
       val o = Seq(opt) ++ value
-      refused((o ++ Seq(source, "null:"))*)(s"bad value '$opt'", s"$opt is for udp: sources", source)
-      refused((Seq("mux") ++ o ++ Seq("--in", source, "--out", "null:"))*)(s"$opt is for udp: sources")
-      refused((Seq("run") ++ o ++ Seq(s"$source | mux | null:"))*)(s"$opt is for udp: sources", source)
+      refused((o ++ Seq(source, "null:"))*)(s"bad value '$opt'", s"$opt is for $kinds sources", source)
+      refused((Seq("mux") ++ o ++ Seq("--in", source, "--out", "null:"))*)(s"$opt is for $kinds sources")
+      refused((Seq("run") ++ o ++ Seq(s"$source | mux | null:"))*)(s"$opt is for $kinds sources", source)
 
   test("--oversize on sinks that are not udp: is refused"):
     for sink <- Seq("null:", s"file:$in.out") do
