@@ -70,6 +70,11 @@ trait Input:
     * cancelled. Never sends [[Message.End]]: the flow does.
     */
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit
+  /** Once the flow has ended and every output has finished, before [[close]]: `written` when no
+    * output failed, so every frame this input passed on has been written wherever it went (a
+    * `kafka:` source with a group commits then what it passed on).
+    */
+  def settle(written: Boolean): Unit = ()
   /** Releases the endpoint; idempotent. */
   def close(): Unit
   /** Whether [[counters]]' frames are every frame the input passed: not for a stream whose frames
@@ -89,6 +94,10 @@ trait Output:
   def write(batch: FrameBatch)(using Async): Unit
   /** The stage has nothing more at hand for now: hand on what is buffered (interactive lines). */
   def idle()(using Async): Unit
+  /** Hands on everything written so far for good, and returns when it is there: in the OS (a file,
+    * a pipe, a socket), or acknowledged (Kafka). What a source that commits waits for ([[settle]]).
+    */
+  def handOff()(using Async): Unit = idle()
   /** The input has ended: hand on everything, then release the endpoint (or pass the end on). */
   def finish()(using Async): Unit
   /** Releases the endpoint after a failure, without waiting for anything. */
@@ -331,6 +340,11 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
   def idle()(using Async): Unit =
     writer.nn.flush()
     if fsync || flushWhenIdle then out.flush()
+    if fsync then file.nn.force(false)
+
+  override def handOff()(using Async): Unit =
+    writer.nn.flush()
+    out.flush()
     if fsync then file.nn.force(false)
 
   def finish()(using Async): Unit =

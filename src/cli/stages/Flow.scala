@@ -97,6 +97,8 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
     }
     for s <- live; o <- s.outputs; note <- o.endNotes do tell.warning(note)
     watches.asScala.foreach(_.stop())
+    val written = control.noOutputFailed
+    live.foreach(_.inputs.foreach(i => Try(i.settle(written))))
     live.foreach(_.inputs.foreach(i => Try(i.close())))
     stats.finish()
     control.outcome
@@ -309,6 +311,16 @@ object Flow:
       else if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget
       else null
 
+    override def handOff(): Unit =
+      lock.lock()
+      try
+        if !open || !ok then throw java.util.concurrent.CancellationException("the output has stopped")
+        try Async.blocking(output.handOff())
+        catch case e: Exception if !cancelled(e) =>
+          failed(e)
+          throw java.util.concurrent.CancellationException("the output has failed")
+      finally lock.unlock()
+
     override def bytesTarget: WritableByteChannel | Null =
       if timestamp || pacer != null then null else output.bytesTarget
 
@@ -387,6 +399,8 @@ object Flow:
     @volatile private var ending: Option[StopReason] = None
     private val errors = ConcurrentLinkedQueue[CliError]()
     private val failedOutputs = java.util.concurrent.ConcurrentHashMap.newKeySet[Output]()
+    /** No output has failed: every frame passed on was written. */
+    def noOutputFailed: Boolean = failedOutputs.isEmpty
     @volatile private var warned = false
 
     // Opened with `stopped`: a paced output's waits end at a stop (the rest goes out at once).

@@ -2,12 +2,13 @@ package asyncpipe.cli.stages
 
 import asyncpipe.cli.command.*
 import asyncpipe.cli.frames.*
+import asyncpipe.cli.system.KernelSink
 
 import asyncpipe.async.*
 import java.io.{FileInputStream, IOException}
 import java.util.Properties
 import java.util.concurrent.atomic.AtomicLong
-import org.apache.kafka.clients.consumer.{CloseOptions, ConsumerConfig, ConsumerRecord, KafkaConsumer}
+import org.apache.kafka.clients.consumer.{CloseOptions, ConsumerConfig, ConsumerRebalanceListener, ConsumerRecord, KafkaConsumer, OffsetAndMetadata}
 import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfig, ProducerRecord, RecordMetadata}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.errors.{TimeoutException, WakeupException}
@@ -40,18 +41,34 @@ private[stages] object KafkaClients:
       case _ => Option(e.getMessage).getOrElse(e.getClass.getSimpleName).nn
     CliError.Failed(CliError.Runtime(a.render, reason))
 
-/** `kafka:` as a source: the records of the topic's partitions (all, or `partition=`), read without
-  * a consumer group (nothing is committed), each record's value one frame (with `keys`, its key, the
-  * separator and its value), in `len` form as a datagram's. From `from=` (default the beginning),
+/** `kafka:` as a source: the records of the topic's partitions, each record's value one frame
+  * (with `keys`, its key, the separator and its value), in `len` form as a datagram's. From `from=`,
   * until `until=end`, `--count` records, or `--idle-timeout` without one; else for ever.
+  *
+  * Without a group it assigns the partitions itself (all, or `partition=`) and commits nothing.
+  * With `group=G` it subscribes as a member of G (or, with `partition=`, assigns those and commits
+  * to G) and commits at least once: an offset is committed only once every frame before it has
+  * been written wherever it went. In a direct copy (one output, [[KernelSink]]) that is checked
+  * every second by handing the output's frames off ([[Output.handOff]]: in the OS, or acknowledged)
+  * and then committing, and again before partitions are taken away in a rebalance; whatever the
+  * stage, once the flow has ended with no output failed ([[settle]]: the end of input, `--count`,
+  * SIGINT, SIGTERM). A `kill -9` repeats at most what was read since the last commit.
   */
 final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends Input:
   private val settings = address.settings
+  private val group = settings.group
   @volatile private var consumer: KafkaConsumer[Array[Byte], Array[Byte]] | Null = null
   @volatile private var closed = false
   // End offsets recorded at the start, for until=end: a partition is done once its position reaches it.
   private var ends = Map.empty[TopicPartition, Long]
-  private var notes: List[String] = Nil
+  // What was handed on: per partition, the offset after the last record passed on (what a commit says).
+  private val handed = java.util.concurrent.ConcurrentHashMap[TopicPartition, java.lang.Long]()
+  // Partitions the `from=` seek was made for (with a group, once, on the first assignment).
+  private val placed = java.util.concurrent.ConcurrentHashMap.newKeySet[TopicPartition]()
+  private val pumped = java.util.concurrent.CountDownLatch(1)
+  @volatile private var pumping = false
+  @volatile private var direct: KernelSink | Null = null
+  private val timeout = java.time.Duration.ofMillis(settings.connectTimeout.toMillis)
 
   // Polls on a thread of its own; close() wakes it.
   override def detached: Boolean = true
@@ -64,11 +81,10 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
         ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
         ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> settings.connectTimeout.toMillis.toString
-      ))
+      ) ++ group.map(ConsumerConfig.GROUP_ID_CONFIG -> _))
     val c = try KafkaConsumer[Array[Byte], Array[Byte]](props) catch case e: Exception => throw KafkaClients.failure(address, e)
     consumer = c
     try
-      val timeout = java.time.Duration.ofMillis(settings.connectTimeout.toMillis)
       val infos = Option(c.partitionsFor(address.topic, timeout)).map(_.asScala.toSeq).getOrElse(Nil)
       if infos.isEmpty then throw CliError.Failed(CliError.Runtime(address.render, s"no topic '${address.topic}' at ${address.brokersSaid}"))
       val all = infos.map(_.partition).sorted
@@ -76,34 +92,81 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
       chosen.find(!all.contains(_)).foreach { p =>
         throw CliError.Failed(CliError.Runtime(address.render, s"topic '${address.topic}' has no partition $p (it has ${all.mkString(", ")})"))
       }
-      val parts = chosen.map(TopicPartition(address.topic, _)).asJava
-      c.assign(parts)
-      settings.from.getOrElse(KafkaFrom.Beginning) match
-        case KafkaFrom.Beginning => c.seekToBeginning(parts)
-        case KafkaFrom.End       => c.seekToEnd(parts)
-        case KafkaFrom.Offset(n) => parts.forEach(tp => c.seek(tp, n))
-        case KafkaFrom.Back(n) =>
-          val first = c.beginningOffsets(parts, timeout).asScala
-          val last = c.endOffsets(parts, timeout).asScala
-          parts.forEach(tp => c.seek(tp, math.max(first(tp).longValue, last(tp).longValue - n)))
-        case KafkaFrom.At(millis) =>
-          val found = c.offsetsForTimes(parts.asScala.map(tp => tp -> java.lang.Long.valueOf(millis)).toMap.asJava, timeout).asScala
-          val last = c.endOffsets(parts, timeout).asScala
-          parts.forEach(tp => c.seek(tp, Option(found.get(tp).orNull).fold(last(tp).longValue)(_.offset)))
-      if settings.untilEnd then ends = c.endOffsets(parts, timeout).asScala.map((tp, n) => tp -> n.longValue).toMap
+      if settings.untilEnd then
+        ends = c.endOffsets(all.map(TopicPartition(address.topic, _)).asJava, timeout).asScala.map((tp, n) => tp -> n.longValue).toMap
+      val parts = chosen.map(TopicPartition(address.topic, _))
+      if group.isDefined && settings.partitions.isEmpty then c.subscribe(java.util.List.of(address.topic), Rebalances)
+      else
+        c.assign(parts.asJava)
+        place(c, parts)
     catch
       case e: CliError.Failed => throw e
       case e: Exception       => throw KafkaClients.failure(address, e)
 
-  override def endNotes: Seq[String] = notes.reverse
+  /** Seeks `parts` to where `from=` says, once each; with a group and no `from=` (or `stored`),
+    * they start at the group's offsets (the beginning where it has none).
+    */
+  private def place(c: KafkaConsumer[Array[Byte], Array[Byte]], parts: Seq[TopicPartition]): Unit =
+    val fresh = parts.filter(placed.add).asJava
+    if !fresh.isEmpty then
+      settings.from.getOrElse(if group.isDefined then KafkaFrom.Stored else KafkaFrom.Beginning) match
+        case KafkaFrom.Stored    => ()
+        case KafkaFrom.Beginning => c.seekToBeginning(fresh)
+        case KafkaFrom.End       => c.seekToEnd(fresh)
+        case KafkaFrom.Offset(n) => fresh.forEach(tp => c.seek(tp, n))
+        case KafkaFrom.Back(n) =>
+          val first = c.beginningOffsets(fresh, timeout).asScala
+          val last = c.endOffsets(fresh, timeout).asScala
+          fresh.forEach(tp => c.seek(tp, math.max(first(tp).longValue, last(tp).longValue - n)))
+        case KafkaFrom.At(millis) =>
+          val found = c.offsetsForTimes(fresh.asScala.map(tp => tp -> java.lang.Long.valueOf(millis)).toMap.asJava, timeout).asScala
+          val last = c.endOffsets(fresh, timeout).asScala
+          fresh.forEach(tp => c.seek(tp, Option(found.get(tp).orNull).fold(last(tp).longValue)(_.offset)))
+
+  /** A group's partitions coming and going (inside `poll`, on the pump's thread). */
+  private object Rebalances extends ConsumerRebalanceListener:
+    def onPartitionsAssigned(parts: java.util.Collection[TopicPartition]): Unit = place(consumer.nn, parts.asScala.toSeq)
+    // Before they go to another member: what was handed on and written is committed, so that it
+    // does not read them again; where that cannot be known (no direct copy), it will.
+    def onPartitionsRevoked(parts: java.util.Collection[TopicPartition]): Unit =
+      if direct != null then
+        try commitWritten(parts.asScala.toSet) catch case _: Exception => ()
+      parts.forEach(tp => { handed.remove(tp); placed.remove(tp) })
+    override def onPartitionsLost(parts: java.util.Collection[TopicPartition]): Unit =
+      parts.forEach(tp => { handed.remove(tp); placed.remove(tp) })
+
+  /** Hands the direct copy's output off (in the OS, or acknowledged), then commits what was handed
+    * on for `only` (all when empty).
+    */
+  private def commitWritten(only: Set[TopicPartition] = Set.empty): Unit =
+    val d = direct
+    if d != null then
+      d.handOff()
+      commit(only)
+
+  private def commit(only: Set[TopicPartition]): Unit =
+    val offsets = handed.asScala.collect {
+      case (tp, next) if only.isEmpty || only(tp) => tp -> OffsetAndMetadata(next.longValue)
+    }.toMap
+    if offsets.nonEmpty then consumer.nn.commitSync(offsets.asJava, timeout)
+
+  override def endNotes: Seq[String] = Nil
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
+    pumping = true
     val c = consumer.nn
+    direct = if group.isDefined then out match
+      case k: KernelSink => k
+      case _             => null
+    else null
     val limit = options.count.getOrElse(Long.MaxValue)
     val idleNanos = options.idleTimeout.fold(Long.MaxValue)(_.toNanos)
     var received = 0L
     var lastRecord = System.nanoTime()
+    var lastCommit = System.nanoTime()
+    var uncommitted = false
     val frames = FrameBuilder()
+    val next = scala.collection.mutable.HashMap.empty[TopicPartition, Long]
     var done = finished(c)
     try
       while !done && !closed do
@@ -113,28 +176,45 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
         else
           lastRecord = System.nanoTime()
           frames.clear()
+          next.clear()
           val it = records.iterator()
           while it.hasNext && received < limit do
             val r = it.next()
             if !pastEnd(r) then
               add(frames, r)
+              next(TopicPartition(r.topic, r.partition)) = r.offset + 1
               received += 1
-          if frames.frames > 0 then out.send(frames.result())
+          if frames.frames > 0 then
+            out.send(frames.result())
+            next.foreach((tp, n) => handed.put(tp, n))
+            uncommitted = true
           if received >= limit then done = true
+        if direct != null && uncommitted && System.nanoTime() - lastCommit >= KafkaInput.CommitEvery then
+          try commitWritten()
+          catch case _: org.apache.kafka.common.errors.RetriableException | _: org.apache.kafka.clients.consumer.CommitFailedException => ()
+          lastCommit = System.nanoTime()
+          uncommitted = false
         if !done then done = finished(c)
     catch
       case _: WakeupException if closed => ()
       case e: CliError.Failed => throw e
       case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
-    finally try c.close(CloseOptions.timeout(java.time.Duration.ZERO)) catch case _: Exception => ()
+    finally
+      pumped.countDown()
+      if group.isEmpty then shut(c)
 
   /** A record at or past its partition's recorded end (until=end): not passed on. */
   private def pastEnd(r: ConsumerRecord[Array[Byte], Array[Byte]]): Boolean =
     settings.untilEnd && ends.get(TopicPartition(r.topic, r.partition)).exists(r.offset >= _)
 
-  /** With until=end: every partition's position has reached its recorded end. */
+  /** With until=end: every partition this source reads (has been given, with a group) has reached
+    * its recorded end.
+    */
   private def finished(c: KafkaConsumer[Array[Byte], Array[Byte]]): Boolean =
-    settings.untilEnd && ends.forall((tp, end) => c.position(tp) >= end)
+    settings.untilEnd && {
+      val mine = c.assignment().asScala
+      mine.nonEmpty && mine.forall(tp => c.position(tp) >= ends.getOrElse(tp, 0L))
+    }
 
   private def add(frames: FrameBuilder, r: ConsumerRecord[Array[Byte], Array[Byte]]): Unit =
     val value = Option(r.value).getOrElse(Array.emptyByteArray)
@@ -146,13 +226,41 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
     counters.frames += 1
     counters.bytes += n
 
+  /** With a group: once the pump has stopped, commits what was handed on if it was all written. */
+  override def settle(written: Boolean): Unit =
+    if group.isDefined then
+      closed = true
+      val c = consumer
+      if c != null then
+        if pumping && pumped.getCount > 0 then
+          try c.wakeup() catch case _: Exception => ()
+          val _ = pumped.await(KafkaInput.SettleWait, java.util.concurrent.TimeUnit.MILLISECONDS)
+        // A wake-up that came after the pump left poll would end the commit's wait: the commit is
+        // made again then (the wake-up is spent).
+        try if written then try commit(Set.empty) catch case _: WakeupException => commit(Set.empty)
+        catch case e: Exception =>
+          System.err.println(s"asyncpipe: ${address.render}: the offsets of what was written could not be committed: ${KafkaClients.failure(address, e).error match
+              case CliError.Runtime(_, reason) => reason
+              case other                       => other.toString}")
+        finally shut(c)
+
+  private def shut(c: KafkaConsumer[Array[Byte], Array[Byte]]): Unit =
+    consumer = null
+    try c.close(CloseOptions.timeout(java.time.Duration.ZERO)) catch case _: Exception => ()
+
   def close(): Unit =
     closed = true
     val c = consumer
-    if c != null then try c.wakeup() catch case _: Exception => ()
+    if c != null then
+      if pumping then try c.wakeup() catch case _: Exception => ()
+      else shut(c) // never pumped (another endpoint failed to open): nobody else uses it
 
 object KafkaInput:
   private val Poll = java.time.Duration.ofMillis(100)
+  /** How often a direct copy with a group hands its output off and commits (ns). */
+  private val CommitEvery = 1_000_000_000L
+  /** How long `settle` waits for a stopped pump to leave `poll` (ms). */
+  private val SettleWait = 10_000L
 
 /** Frames in `len` form in one growing array; `result` copies them out as a message. */
 private final class FrameBuilder:
@@ -277,6 +385,14 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
       throw CliError.Failed(CliError.Runtime(name, s"$n of ${sent.get} records were not acknowledged: $why"))
 
   def idle()(using Async): Unit = ()
+
+  // Every record sent so far acknowledged (or the stage fails, naming those that were not).
+  override def handOff()(using Async): Unit =
+    val p = producer
+    if p != null then
+      try p.flush()
+      catch case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
+      failIfLost()
 
   def finish()(using Async): Unit =
     val p = producer

@@ -51,15 +51,16 @@ object KafkaKind extends AddressKind:
       case s => Left(s"'$s' is not one ASCII character ('\\t', 'tab', '\\0', 'nul' or 0xNN name the others)")
 
   private val from: Reader[KafkaFrom] = new Reader[KafkaFrom]:
-    def form: String = "beginning|end|OFFSET|-N|@TIME"
+    def form: String = "beginning|end|stored|OFFSET|-N|@TIME"
     def read(text: String): Either[String, KafkaFrom] = text match
       case "beginning" => Right(KafkaFrom.Beginning)
+      case "stored"    => Right(KafkaFrom.Stored)
       case "end"       => Right(KafkaFrom.End)
       case s if s.startsWith("-") => Reader.wholeNumber(1, Long.MaxValue).read(s.drop(1)).map(KafkaFrom.Back(_))
           .left.map(rule => s"'$s': $rule (-N: the last N records of each partition)")
       case s if s.startsWith("@") => KafkaKind.time(s.drop(1)).map(KafkaFrom.At(_))
       case s if s.nonEmpty && s.forall(_.isDigit) => Reader.wholeNumber(0, Long.MaxValue).read(s).map(KafkaFrom.Offset(_))
-      case s => Left(s"'$s' is none of beginning, end, OFFSET (a number), -N (the last N) or @TIME")
+      case s => Left(s"'$s' is none of beginning, end, stored, OFFSET (a number), -N (the last N) or @TIME")
 
   /** `@TIME`: milliseconds since the epoch, or an ISO-8601 instant (2026-11-27T10:00:00Z). */
   private def time(text: String): Either[String, Long] =
@@ -70,7 +71,11 @@ object KafkaKind extends AddressKind:
         Left(s"'@$text': a time is milliseconds since the epoch or an ISO-8601 instant such as @2026-11-27T10:00:00Z")
 
   val fromOption = AddressOption.valued("from", from,
-    "where each partition is read from: beginning (the default), end, an OFFSET, -N (its last N records), @TIME (the first record at or after it)",
+    "where each partition is read from: beginning (the default without a group), stored (the group's offset, the default with one; " +
+      "beginning where none is stored), end, an OFFSET, -N (its last N records), @TIME (the first record at or after it)",
+    Some(Role.Source), "reading")
+  val groupOption = AddressOption.valued("group", Reader.text("G"),
+    "read as a member of consumer group G, committing what was written (at least once; without it nothing is committed)",
     Some(Role.Source), "reading")
   val untilOption = AddressOption.valued("until", Reader.choice(Seq("end"))(identity),
     "until=end: end once every partition reached the end it had when the source started", Some(Role.Source), "reading")
@@ -94,7 +99,7 @@ object KafkaKind extends AddressKind:
   val connectTimeoutOption = AddressOption.valued("connect-timeout", Reader.duration(),
     s"how long to wait for a broker to answer (default ${Durations.render(DefaultConnectTimeout)}); past it: exit 1 naming the brokers")
 
-  override val options: Seq[AddressOption] = Seq(fromOption, untilOption, partitionOption, keysOption, keysepOption, keyOption,
+  override val options: Seq[AddressOption] = Seq(groupOption, fromOption, untilOption, partitionOption, keysOption, keysepOption, keyOption,
     acksOption, compressionOption, lingerOption, configOption, clientIdOption, connectTimeoutOption)
 
   override def takes(role: Role): Set[String] = if role == Role.Source then Set("--count", "--idle-timeout") else Set.empty
@@ -141,6 +146,7 @@ object KafkaKind extends AddressKind:
 
   private def settingsOf(o: AddressOptions, p: AddressParser): Either[CliError, KafkaSettings] =
     val s = KafkaSettings(
+      group = o.value[String]("group"),
       from = o.value[KafkaFrom]("from"),
       untilEnd = o.value[String]("until").isDefined,
       partitions = o.value[Seq[Int]]("partition"),
@@ -154,7 +160,10 @@ object KafkaKind extends AddressKind:
       clientId = o.value[String]("client-id"),
       connectTimeout = o.value[FiniteDuration]("connect-timeout").getOrElse(DefaultConnectTimeout)
     )
-    if s.key.isDefined && s.keySeparator.isDefined then
+    if s.from.contains(KafkaFrom.Stored) && s.group.isEmpty then
+      p.bad("from=stored reads a consumer group's offsets: give the group (group=G)")
+    else if s.group.exists(_.isEmpty) then p.bad("group= needs a name")
+    else if s.key.isDefined && s.keySeparator.isDefined then
       p.bad("kafka options 'key' and 'keysep' both name the key: key=TEXT gives every record one key, keysep=CHAR takes it from each frame")
     else Right(s)
 
@@ -164,13 +173,14 @@ final case class Broker(host: Host, port: Int):
 
 /** Where a `kafka:` source starts in each partition. */
 enum KafkaFrom:
-  case Beginning, End
+  case Beginning, End, Stored
   case Offset(offset: Long)
   case Back(records: Long)
   case At(epochMillis: Long)
 
 /** The options of a `kafka:` address, read. */
 final case class KafkaSettings(
+    group: Option[String] = None,
     from: Option[KafkaFrom] = None,
     untilEnd: Boolean = false,
     partitions: Option[Seq[Int]] = None,

@@ -163,6 +163,65 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val got = broker.consumeAll("term").map(r => str(r.value))
     assertEquals(got, (1 to got.size).map(i => s"t$i"))
 
+  // -----------------------------------------------------------------------------------------------
+  // Consumer groups: at least once
+
+  test("group=: until=end reads everything and commits the end; the next run starts there (from=stored) and reads nothing"):
+    broker.createTopic("g-basic", partitions = 2)
+    for p <- 0 until 2 do broker.produce("g-basic", (0 until 300).map(i => text(s"p$p-$i")), partition = Some(p))
+    val (status, out, err) = run(Seq(k("g-basic", "group=g1", "until=end"), "-"))
+    assertEquals((status, err), (0, ""))
+    assertEquals(str(out).linesIterator.size, 600)
+    assertEquals(broker.committed("g1", "g-basic"), Map(0 -> 300L, 1 -> 300L))
+    broker.produce("g-basic", Seq(text("later")), partition = Some(1))
+    val (again, more, aerr) = run(Seq(k("g-basic", "group=g1", "until=end"), "-"))
+    assertEquals((again, str(more), aerr), (0, "later\n", ""))
+    assertEquals(broker.committed("g1", "g-basic"), Map(0 -> 300L, 1 -> 301L))
+
+  test("group=: SIGTERM commits exactly what was written (the committed offset is the number of lines in the file)"):
+    broker.createTopic("g-term")
+    broker.produce("g-term", (0 until 200_000).map(i => text(f"r$i%06d")))
+    val out = os.temp(prefix = "asyncpipe-kafka-term-")
+    val p = ProcessBuilder(ap(k("g-term", "group=g2"), s"file:$out")*).redirectError(Redirect.PIPE).start()
+    Support.eventually("the first lines in the file") { os.size(out) > 0 }
+    p.destroy() // SIGTERM
+    assert(p.waitFor(30, TimeUnit.SECONDS), "the source did not end after SIGTERM")
+    assertEquals(p.exitValue, 143, String(p.getErrorStream.readAllBytes, UTF_8))
+    val lines = os.read.lines(out)
+    assertEquals(lines, (0 until lines.size).map(i => f"r$i%06d"))
+    assertEquals(broker.committed("g2", "g-term"), Map(0 -> lines.size.toLong))
+
+  test("group=: a source killed with SIGKILL mid-stream loses nothing: the restarted one reads on from the last commit"):
+    broker.createTopic("g-kill")
+    val total = 300_000
+    broker.produce("g-kill", (0 until total).map(i => text(f"k$i%06d")))
+    val first = os.temp(prefix = "asyncpipe-kafka-kill-")
+    // Slowed (2.4 MB at 500 kB/s), so that the kill comes in the middle.
+    val p = ProcessBuilder(ap("--rate-limit", "500K", k("g-kill", "group=g3"), s"file:$first")*).redirectError(Redirect.DISCARD).start()
+    Support.eventually("some lines in the file and a first commit") { os.size(first) > 0 && broker.committed("g3", "g-kill").nonEmpty }
+    p.destroyForcibly() // SIGKILL
+    assert(p.waitFor(30, TimeUnit.SECONDS))
+    val before = os.read.lines(first)
+    val committed = broker.committed("g3", "g-kill")(0)
+    assert(committed <= before.size, s"committed $committed, but only ${before.size} lines were written")
+    val (status, out, err) = run(Seq(k("g-kill", "group=g3", "until=end"), "-"))
+    assertEquals((status, err), (0, ""))
+    val after = str(out).linesIterator.toSeq
+    assert(committed < total, s"the first run committed all $total records before it was killed: slow it down")
+    assertEquals(after.headOption, Some(f"k$committed%06d"))
+    assertEquals(after.last, f"k${total - 1}%06d")
+    assertEquals((before.toSet ++ after).size, total)
+
+  test("group= in run: 'kafka:in,group | mux --out file:AUDIT | kafka:out' commits the input only once both outputs have every record"):
+    broker.createTopic("r-in")
+    broker.produce("r-in", (0 until 5_000).map(i => text(s"m$i")))
+    val audit = os.temp(prefix = "asyncpipe-kafka-audit-")
+    val (status, _, err) = run(Seq("run", s"${k("r-in", "group=g4", "until=end")} | mux --out file:$audit | ${k("r-out")}"))
+    assertEquals((status, err), (0, ""))
+    assertEquals(os.read.lines(audit), (0 until 5_000).map(i => s"m$i"))
+    assertEquals(broker.consumeAll("r-out").map(r => str(r.value)), (0 until 5_000).map(i => s"m$i"))
+    assertEquals(broker.committed("g4", "r-in"), Map(0 -> 5_000L))
+
   test("a sink whose broker stops mid-stream: exit 1 with how many records were not acknowledged (the broker then restarts)"):
     broker.createTopic("stopped")
     val p = ProcessBuilder(ap("-", k("stopped", "connect-timeout=2s"))*).redirectError(Redirect.PIPE).start()
