@@ -116,6 +116,22 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     assert(err.contains(s"no topic 'no-such-topic' at ${broker.bootstrap}"), err)
     assert(!broker.admin.listTopics().names().get().contains("no-such-topic"), "the source created the topic")
 
+  test("kcat, where installed: what kcat -P writes asyncpipe reads, and what asyncpipe writes kcat -C reads, keys and values"):
+    assume(sys.env.getOrElse("PATH", "").split(':').exists(d => java.nio.file.Files.isExecutable(java.nio.file.Path.of(d, "kcat"))),
+      "kcat is not installed (apt-get install kcat)")
+    broker.createTopic("kcat-in")
+    val lines = (1 to 1000).map(i => s"k$i:value $i\n").mkString
+    val produced = os.proc("kcat", "-P", "-b", broker.bootstrap, "-t", "kcat-in", "-K", ":").call(check = false, stdin = lines, stderr = os.Pipe)
+    assertEquals(produced.exitCode, 0, produced.err.text())
+    val (status, out, err) = run(Seq(k("kcat-in", "until=end", "keys", "keysep=:"), "-"))
+    assertEquals((status, err), (0, ""))
+    assertEquals(str(out), lines)
+    val (wrote, _, werr) = run(Seq("-", k("kcat-out", "keysep=:")), stdin = text(lines))
+    assertEquals((wrote, werr), (0, ""))
+    val consumed = os.proc("kcat", "-C", "-b", broker.bootstrap, "-t", "kcat-out", "-e", "-q", "-K", ":").call(check = false, stderr = os.Pipe, timeout = 60_000)
+    assertEquals(consumed.exitCode, 0, consumed.err.text())
+    assertEquals(consumed.out.text(), lines)
+
   test("the brokers from ASYNCPIPE_KAFKA_BROKERS when the token names none"):
     val (status, _, err) = run(Seq("-", "kafka:envtopic"), stdin = text("via env\n"), env = Map("ASYNCPIPE_KAFKA_BROKERS" -> broker.bootstrap))
     assertEquals((status, err), (0, ""))
