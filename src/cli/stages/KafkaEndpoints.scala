@@ -73,6 +73,9 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   // Polls on a thread of its own; close() wakes it.
   override def detached: Boolean = true
 
+  @volatile private var tell: Diagnostics | Null = null
+  override def attach(d: Diagnostics): Unit = tell = d
+
   def open(): Unit =
     val props = KafkaClients.properties(address,
       // A source never creates the topic it reads (a typo would make one): no topic is an error.
@@ -237,12 +240,31 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
           val _ = pumped.await(KafkaInput.SettleWait, java.util.concurrent.TimeUnit.MILLISECONDS)
         // A wake-up that came after the pump left poll would end the commit's wait: the commit is
         // made again then (the wake-up is spent).
-        try if written then try commit(Set.empty) catch case _: WakeupException => commit(Set.empty)
+        try
+          if written then try commit(Set.empty) catch case _: WakeupException => commit(Set.empty)
+          if options.countingFrames then lag(c).foreach(say)
         catch case e: Exception =>
-          System.err.println(s"asyncpipe: ${address.render}: the offsets of what was written could not be committed: ${KafkaClients.failure(address, e).error match
+          say(s"asyncpipe: ${address.render}: the offsets of what was written could not be committed: ${KafkaClients.failure(address, e).error match
               case CliError.Runtime(_, reason) => reason
               case other                       => other.toString}")
         finally shut(c)
+
+  private def say(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
+
+  /** Under --stats: the group's lag at the end, the records of this source's partitions that it
+    * has not committed (their ends less the committed offsets), in all and per partition.
+    */
+  private def lag(c: KafkaConsumer[Array[Byte], Array[Byte]]): Option[String] =
+    val mine = c.assignment()
+    if mine.isEmpty then None
+    else
+      val ends = c.endOffsets(mine, timeout).asScala
+      val committed = c.committed(mine, timeout).asScala
+      val each = mine.asScala.toSeq.sortBy(_.partition).map { tp =>
+        val at = Option(committed.get(tp).orNull).fold(0L)(_.offset)
+        tp.partition -> math.max(0L, ends(tp).longValue - at)
+      }
+      Some(s"asyncpipe: ${address.render}: group ${group.get}: lag ${each.map(_._2).sum} at the end (${each.map((p, n) => s"partition $p: $n").mkString(", ")})")
 
   private def shut(c: KafkaConsumer[Array[Byte], Array[Byte]]): Unit =
     consumer = null

@@ -190,9 +190,16 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     assertEquals(str(out).linesIterator.size, 600)
     assertEquals(broker.committed("g1", "g-basic"), Map(0 -> 300L, 1 -> 300L))
     broker.produce("g-basic", Seq(text("later")), partition = Some(1))
+    broker.produce("g-basic", Seq(text("not read")), partition = Some(0))
+    val (counted, _, said) = run(Seq("--stats", k("g-basic", "group=g1", "partition=1", "until=end"), "file:/dev/null"))
+    assertEquals(counted, 0, said)
+    assert(said.contains("group g1: lag 0 at the end (partition 1: 0)"), said)
+    val (status1, _, said1) = run(Seq("--stats", k("g-basic", "group=g-other", "partition=0", "from=end", "until=end"), "file:/dev/null"))
+    assertEquals(status1, 0, said1)
+    assert(said1.contains("group g-other: lag 301 at the end (partition 0: 301)"), said1)
     val (again, more, aerr) = run(Seq(k("g-basic", "group=g1", "until=end"), "-"))
-    assertEquals((again, str(more), aerr), (0, "later\n", ""))
-    assertEquals(broker.committed("g1", "g-basic"), Map(0 -> 300L, 1 -> 301L))
+    assertEquals((again, str(more), aerr), (0, "not read\n", ""))
+    assertEquals(broker.committed("g1", "g-basic"), Map(0 -> 301L, 1 -> 301L))
 
   test("group=: SIGTERM commits exactly what was written (the committed offset is the number of lines in the file)"):
     broker.createTopic("g-term")
