@@ -18,7 +18,7 @@ trait Suite:
   def forked: Boolean = false
 
 object Suites:
-  val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite, NetSuite, TaskSuite)
+  val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite, NetSuite, KafkaSuite, TaskSuite)
 
 /** Futures: what a `Future { x }` costs over the virtual thread it runs on (start, complete,
   * await, one at a time from a virtual thread), and what a completed-then-mapped Promise costs

@@ -338,20 +338,11 @@ object KafkaBroker:
   /** A tool run, by default. */
   val ToolBound: FiniteDuration = 60.seconds
 
-  // JDK 24+ warns on the first use of sun.misc.Unsafe (Kafka's ByteBufferUnmapper); the flag
-  // does not exist before.
-  private val unsafeFlag: Seq[String] =
-    if Runtime.version.feature >= 24 then Seq("--sun-misc-unsafe-memory-access=allow") else Nil
-
-  /** A small heap: measured at about 170 MB of RSS. slf4j-simple (the broker classpath's binding)
-    * logs at INFO with the time, so that a broker that fails says why in its log.
+  /** The broker's and the tools' JVM flags: asyncpipe.bench.KafkaRig's (a 128 MiB heap, measured at
+    * about 170 MB of RSS; slf4j-simple at INFO with the time, so that a broker that fails says why).
     */
-  private val BrokerJvmFlags: Seq[String] = Seq("-Xmx128m", "-Xms128m", "-XX:+UseSerialGC",
-    "-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS") ++ unsafeFlag
-
-  /** Short-lived processes: C1 only, the serial collector, WARN logging (errors still show). */
-  private val ToolJvmFlags: Seq[String] = Seq("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn") ++ unsafeFlag
+  private val BrokerJvmFlags: Seq[String] = asyncpipe.bench.KafkaRig.brokerJvmFlags()
+  private val ToolJvmFlags: Seq[String] = asyncpipe.bench.KafkaRig.toolJvmFlags
 
   /** Starts a broker in a fresh temporary directory: free ports, server.properties, storage
     * formatted with a random cluster id, the broker started and waited for. Skips the test (an
@@ -381,43 +372,7 @@ object KafkaBroker:
         throw e
 
   private def serverProperties(b: KafkaBroker): String =
-    Seq(
-      "process.roles" -> "broker,controller",
-      "node.id" -> "1",
-      "controller.quorum.voters" -> s"1@127.0.0.1:${b.controllerPort}",
-      "listeners" -> s"PLAINTEXT://127.0.0.1:${b.port},CONTROLLER://127.0.0.1:${b.controllerPort}",
-      "advertised.listeners" -> s"PLAINTEXT://127.0.0.1:${b.port}",
-      "controller.listener.names" -> "CONTROLLER",
-      "inter.broker.listener.name" -> "PLAINTEXT",
-      "listener.security.protocol.map" -> "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-      "log.dirs" -> b.dataDir.toString,
-      "num.partitions" -> "1",
-      "default.replication.factor" -> "1",
-      "min.insync.replicas" -> "1",
-      // One partition of __consumer_offsets: the group coordinator loads it at once (50 by default).
-      "offsets.topic.replication.factor" -> "1",
-      "offsets.topic.num.partitions" -> "1",
-      "transaction.state.log.replication.factor" -> "1",
-      "transaction.state.log.min.isr" -> "1",
-      "transaction.state.log.num.partitions" -> "1",
-      "share.coordinator.state.topic.replication.factor" -> "1",
-      "share.coordinator.state.topic.min.isr" -> "1",
-      "share.coordinator.state.topic.num.partitions" -> "1",
-      "group.initial.rebalance.delay.ms" -> "0",
-      // After a SIGKILL the restarted broker cannot register until the controller expires the dead
-      // one's session: 9 s by default (a kill-then-restart took 12.5 s); 3 s with heartbeats every
-      // 500 ms, still far above a pause the broker would make on a busy machine.
-      "broker.heartbeat.interval.ms" -> "500",
-      "broker.session.timeout.ms" -> "3000",
-      "auto.create.topics.enable" -> "true",
-      // The cleaner's buffer is 128 MiB by default, too much for a 128 MiB heap (OutOfMemoryError);
-      // the broker wants strictly more than 1 MiB per cleaner thread (1048576 is refused).
-      "log.cleaner.dedupe.buffer.size" -> "2097152",
-      // Fewer threads than the defaults: the broker idles most of the time in tests.
-      "num.network.threads" -> "2",
-      "num.io.threads" -> "4",
-      "background.threads" -> "4"
-    ).map((k, v) => s"$k=$v").mkString("", "\n", "\n")
+    asyncpipe.bench.KafkaRig.serverProperties(b.port, b.controllerPort, b.dataDir.toString)
 
   /** Two distinct free ports on 127.0.0.1 (both held open while choosing, so they differ). Another
     * process may take one before the broker binds it: unlikely, and the broker then fails to start.
