@@ -27,7 +27,7 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
   override def operandWords: Seq[String] = suites.map(_.name)
 
   override def help: String =
-    val list = suites.map(s => s"  ${s.name.padTo(8, ' ')}  ${s.description}").mkString("\n")
+    val list = Options.table(suites.map(s => s.name -> s.description))
     s"""${Options.usage(synopsis)}
        |
        |${Options.paragraph("Measures each suite's subjects and their baselines in the same run: warm-up, several iterations, median with min-max, allocation per operation where it matters, and the ratio subject/baseline (above 1.0x is faster). Each target is marked met or MISSED on its row, and after the tables a summary lists the missed ones. Tables go to stdout; progress to stderr on a terminal.")}
