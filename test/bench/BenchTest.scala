@@ -11,7 +11,9 @@ import java.nio.channels.Channels
   */
 class BenchTest extends munit.FunSuite:
   import BenchTest.*
-  override val munitTimeout = scala.concurrent.duration.Duration(300, "s") // a quick run of every suite: about 95 s alone, more on a loaded machine
+  // A quick run of every suite: about 120 s alone (the kafka suite starts a broker and a dozen JVMs),
+  // 220 s beside the other test modules on 2 cores.
+  override val munitTimeout = scala.concurrent.duration.Duration(420, "s")
 
   /** A temporary directory for the report files, removed after the test. */
   private val tempDir = FunFixture[os.Path](_ => os.temp.dir(prefix = "asyncpipe-bench-test"), os.remove.all(_))
