@@ -63,8 +63,8 @@ object KafkaSuite extends Suite:
       s"kcat -C -b $b -t consumed -e -o beginning -q > /dev/null"))
     val sides = producers ++ consumers
     val rates = sides.map(_ => Seq.newBuilder[Double])
-    // Each round starts six JVMs: a warm-up and at most three measured (one for a quick plan).
-    val rounds = 1 + math.min(math.max(1, h.plan.iterations / 2), 3)
+    // A warm-up round, then the plan's iterations, at most three (each round starts six JVMs).
+    val rounds = 1 + math.min(h.plan.iterations, 3)
     for round <- 1 to rounds do
       h.progress(s"kafka: round $round of $rounds${if round == 1 then " (warm-up)" else ""}")
       for ((label, command), i) <- sides.zipWithIndex do

@@ -96,8 +96,13 @@ trait Output:
   def idle()(using Async): Unit
   /** Hands on everything written so far for good, and returns when it is there: in the OS (a file,
     * a pipe, a socket), or acknowledged (Kafka). What a source that commits waits for ([[settle]]).
+    * Only where [[handsOff]]; elsewhere it is `idle`.
     */
   def handOff()(using Async): Unit = idle()
+  /** Whether [[handOff]] is a point past which what was written is out of this process's hands
+    * (not a channel to the next stage, not a broadcast's per-client queues).
+    */
+  def handsOff: Boolean = false
   /** The input has ended: hand on everything, then release the endpoint (or pass the end on). */
   def finish()(using Async): Unit
   /** Releases the endpoint after a failure, without waiting for anything. */
@@ -346,6 +351,7 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
     writer.nn.flush()
     out.flush()
     if fsync then file.nn.force(false)
+  override def handsOff: Boolean = true
 
   def finish()(using Async): Unit =
     writer.nn.flush()

@@ -311,6 +311,7 @@ object Flow:
       else if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget
       else null
 
+    override def handsOff: Boolean = output.handsOff
     override def handOff(): Unit =
       lock.lock()
       try

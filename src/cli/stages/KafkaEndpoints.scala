@@ -158,9 +158,10 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     pumping = true
     val c = consumer.nn
+    // Commits while the flow runs only into an output that hands off (not the next stage's channel).
     direct = if group.isDefined then out match
-      case k: KernelSink => k
-      case _             => null
+      case k: KernelSink if k.handsOff => k
+      case _                           => null
     else null
     val limit = options.count.getOrElse(Long.MaxValue)
     val idleNanos = options.idleTimeout.fold(Long.MaxValue)(_.toNanos)
@@ -409,6 +410,7 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
   def idle()(using Async): Unit = ()
 
   // Every record sent so far acknowledged (or the stage fails, naming those that were not).
+  override def handsOff: Boolean = true
   override def handOff()(using Async): Unit =
     val p = producer
     if p != null then

@@ -3,8 +3,6 @@ package asyncpipe.cli.stages
 import asyncpipe.cli.command.*
 import asyncpipe.cli.frames.*
 
-import asyncpipe.async.Async
-
 /** `--rate-limit`: at most `perSecond` bytes, or frames, a second through each output. */
 final case class RateLimit(perSecond: Long, frames: Boolean):
   def render: String = if frames then s"${perSecond}f" else Reader.renderSize(perSecond)

@@ -429,6 +429,9 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
     catch case e: IOException => throw Sockets.failure(address, "write", e)
     finally batch.release()
 
+  // Flushed: in the socket's buffer, out of this process's hands.
+  override def handsOff: Boolean = true
+
   // Nothing more at hand: sent at once, as nc sends each read (a reply may be waiting on it).
   def idle()(using Async): Unit =
     try

@@ -28,6 +28,8 @@ trait KernelSink extends SendableChannel[FrameBatch]:
     * holds; throws a `CancellationException` once the flow has stopped or the output has failed.
     */
   def handOff(): Unit = ()
+  /** Whether [[handOff]] puts what was written out of this process's hands (the output's `handsOff`). */
+  def handsOff: Boolean = false
 
   /** Moves exactly `n` bytes into the output with `move` (given the bytes still to move, it
     * returns how many it moved, or minus an errno), after writing out what the output buffered,

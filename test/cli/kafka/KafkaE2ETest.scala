@@ -245,6 +245,31 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     assertEquals(broker.consumeAll("r-out").map(r => str(r.value)), (0 until 5_000).map(i => s"m$i"))
     assertEquals(broker.committed("g4", "r-in"), Map(0 -> 5_000L))
 
+  test("group= in run with a slow next stage: nothing is committed that the outputs have not written (SIGKILL, then the pipe drained)"):
+    broker.createTopic("r-stuck")
+    // 20 MB: far more than the pipe (grown to 1 MiB) and the channel hold.
+    broker.produce("r-stuck", (0 until 100_000).map(i => text(f"s$i%06d" + "y" * 193)))
+    // Its stdout a FIFO this test reads: a kill does not close it (as it would the process's stream).
+    val fifo = os.temp.dir(prefix = "asyncpipe-kafka-fifo-") / "out"
+    os.proc("mkfifo", fifo).call()
+    def q(s: String) = "'" + s.replace("'", "'\\''") + "'"
+    val command = ap("run", s"${k("r-stuck", "group=g5")} | -").map(q).mkString(" ")
+    val p = ProcessBuilder("sh", "-c", s"exec $command > ${q(fifo.toString)}").redirectError(Redirect.DISCARD).start()
+    val lines = java.io.BufferedReader(java.io.InputStreamReader(java.io.FileInputStream(fifo.toIO), UTF_8))
+    // Read slowly (about 10,000 lines a second) for three of stage 1's one-second commit periods:
+    // stage 2 waits on this reader, stage 1 keeps the channel between them full, and a commit may
+    // only name what reached stage 2's output, never what waits in the channel.
+    val until = System.nanoTime() + 3_000_000_000L
+    var written = 0L // what reached stdout: read, then what is still in the pipe
+    while System.nanoTime() < until && lines.readLine() != null do
+      written += 1
+      if written % 10 == 0 then java.util.concurrent.locks.LockSupport.parkNanos(1_000_000)
+    p.destroyForcibly() // SIGKILL
+    assert(p.waitFor(30, TimeUnit.SECONDS))
+    while lines.readLine() != null do written += 1
+    val committed = broker.committed("g5", "r-stuck").getOrElse(0, 0L)
+    assert(committed <= written, s"committed $committed, but only $written records reached the output")
+
   test("a sink whose broker stops mid-stream: exit 1 with how many records were not acknowledged (the broker then restarts)"):
     broker.createTopic("stopped")
     val p = ProcessBuilder(ap("-", k("stopped", "connect-timeout=2s"))*).redirectError(Redirect.PIPE).start()
