@@ -153,8 +153,6 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
     }.toMap
     if offsets.nonEmpty then consumer.nn.commitSync(offsets.asJava, timeout)
 
-  override def endNotes: Seq[String] = Nil
-
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     pumping = true
     val c = consumer.nn
