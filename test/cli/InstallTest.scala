@@ -75,6 +75,20 @@ class InstallTest extends munit.FunSuite:
       for args <- Seq(Seq("-", "-"), Seq("mux"), Seq("run", "- | mux | -"), Seq(s"file:$small", "-"), Seq(s"file:$small")) do
         val spun = spunLambdas(args*)
         assert(spun.isEmpty, s"asyncpipe ${args.mkString(" ")} spun ${spun.size} lambdas at run time:\n${spun.mkString("\n")}")
+      // A kafka: command takes the second cache, which holds the Kafka client's classes (no broker
+      // needed: one that never answers); --version takes the first, which holds none of them.
+      def classesLoaded(args: String*): (os.CommandResult, Seq[String]) =
+        val log = tmp / "class-load-kafka.txt"
+        val r = os.proc(launcher, args).call(stdin = "", stderr = os.Pipe, check = false,
+          env = Map("ASYNCPIPE_JAVA_OPTS" -> s"-Xlog:class+load=info:file=$log"))
+        (r, os.read.lines(log).toSeq)
+      val (unanswered, kafkaClasses) = classesLoaded("kafka:127.0.0.1:1/t,connect-timeout=200ms", "-")
+      assertEquals(unanswered.exitCode, ExitCode.Runtime, unanswered.err.text())
+      assert(kafkaClasses.exists(l => l.contains(" org.apache.kafka.clients.consumer.KafkaConsumer source: shared objects file")),
+        kafkaClasses.filter(_.contains("KafkaConsumer ")).mkString("\n"))
+      val (version, versionClasses) = classesLoaded("--version")
+      assertEquals(version.exitCode, 0, version.err.text())
+      assertEquals(versionClasses.filter(_.contains("org.apache.kafka")), Nil)
       // Out of file descriptors, the installed launcher (whose classes come from the AOT
       // cache, the jar opened only for others) reported a NoClassDefFoundError, not the reason.
       val inputs = (1 to 80).map { i => val f = tmp / s"in$i"; os.write(f, s"$i\n"); s"--in file:$f" }.mkString(" ")
@@ -93,6 +107,7 @@ class InstallTest extends munit.FunSuite:
       val first = installed()
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.jar""")), first.keys)
       assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.aot""")), first.keys)
+      assert(first.keys.exists(_.matches("""home/lib/asyncpipe-\w+\.kafka\.aot""")), first.keys)
 
       installSh("--jar", assembly.get.toString)
       checkLauncher("after the second install")
