@@ -73,16 +73,19 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   // Polls on a thread of its own; close() wakes it.
   override def detached: Boolean = true
 
-  @volatile private var tell: Diagnostics | Null = null
-  override def attach(d: Diagnostics): Unit = tell = d
+  private val teller = Teller()
+  override def attach(d: Diagnostics): Unit = teller.attach(d)
+  // Records passed on, per partition (the pump's alone; read once it has stopped).
+  private val read = scala.collection.mutable.HashMap.empty[Int, Long]
 
   def open(): Unit =
     val props = KafkaClients.properties(address,
       // A source never creates the topic it reads (a typo would make one): no topic is an error.
       // A poll hands on up to 10,000 records (the client's 500 made 2,000 batches of 1M small
-      // records, a fifth of the time spent consuming them).
+      // records), and a fetch brings up to 8 MiB of a partition (1 MiB: 8 % more time for 1M
+      // records of 100 bytes); a response stays within the client's fetch.max.bytes (50 MiB).
       Map("enable.auto.commit" -> "false", "auto.offset.reset" -> "earliest", "allow.auto.create.topics" -> "false",
-        ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> "10000"),
+        ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> "10000", ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG -> (8 << 20).toString),
       Map(
         ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
@@ -187,6 +190,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
             val tp = parts.next()
             val end = if settings.untilEnd then ends.getOrElse(tp, Long.MaxValue) else Long.MaxValue
             val it = records.records(tp).iterator()
+            val before = received
             var after = -1L
             while it.hasNext && received < limit do
               val r = it.next()
@@ -194,7 +198,9 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
                 add(frames, r)
                 after = r.offset + 1
                 received += 1
-            if after >= 0 then next(tp) = after
+            if after >= 0 then
+              next(tp) = after
+              read(tp.partition) = read.getOrElse(tp.partition, 0L) + (received - before)
           if frames.frames > 0 then
             counters.frames += frames.frames
             counters.bytes += frames.payloadBytes
@@ -214,7 +220,9 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
       case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
     finally
       pumped.countDown()
-      if group.isEmpty then shut(c)
+      if group.isEmpty then
+        if options.countingFrames then report(c, None)
+        shut(c)
 
   /** With until=end: every partition this source reads (has been given, with a group) has reached
     * its recorded end.
@@ -247,29 +255,43 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
         // made again then (the wake-up is spent).
         try
           if written then try commit(Set.empty) catch case _: WakeupException => commit(Set.empty)
-          if options.countingFrames then lag(c).foreach(say)
+          if options.countingFrames then report(c, Some(lag(c)))
         catch case e: Exception =>
-          say(s"asyncpipe: ${address.render}: the offsets of what was written could not be committed: ${KafkaClients.failure(address, e).error match
+          teller.notice(s"asyncpipe: ${address.render}: the offsets of what was written could not be committed: ${KafkaClients.failure(address, e).error match
               case CliError.Runtime(_, reason) => reason
               case other                       => other.toString}")
         finally shut(c)
 
-  private def say(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
-
-  /** Under --stats: the group's lag at the end, the records of this source's partitions that it
-    * has not committed (their ends less the committed offsets), in all and per partition.
+  /** Under `--stats`, at the end: the records passed on from each partition this source read (or
+    * was given) and, with a group, its lag then. A line, or `{"kafka": {...}}` under `--stats-json`.
     */
-  private def lag(c: KafkaConsumer[Array[Byte], Array[Byte]]): Option[String] =
+  private def report(c: KafkaConsumer[Array[Byte], Array[Byte]], lags: Option[Seq[(Int, Long)]]): Unit =
+    val mine = try c.assignment().asScala.map(_.partition) catch case _: Exception => Set.empty[Int]
+    val each = (mine ++ read.keySet).toSeq.sorted.map(p => p -> read.getOrElse(p, 0L))
+    val total = each.map(_._2).sum
+    def list(xs: Seq[(Int, Long)]) = xs.map((p, n) => s"partition $p: $n").mkString(", ")
+    def jsonList(xs: Seq[(Int, Long)], field: String) =
+      xs.map((p, n) => s"""{"partition":$p,"$field":$n}""").mkString("[", ",", "]")
+    val q = StatsReporter.quote
+    val text = s"asyncpipe: ${address.render}: $total record${if total == 1 then "" else "s"} (${list(each)})" +
+      lags.fold("")(l => s"; group ${group.get}: lag ${l.map(_._2).sum} at the end (${list(l)})")
+    val json = s"""{"address":${q(address.render)},"records":$total,"partitions":${jsonList(each, "records")}""" +
+      lags.fold("")(l => s""","group":${q(group.get)},"lag":${l.map(_._2).sum},"lag_by_partition":${jsonList(l, "lag")}""") + "}"
+    teller.record("kafka", json, text)
+
+  /** The group's lag at the end, per partition of this source: its end offset less the group's
+    * committed offset (all of it where the group has none).
+    */
+  private def lag(c: KafkaConsumer[Array[Byte], Array[Byte]]): Seq[(Int, Long)] =
     val mine = c.assignment()
-    if mine.isEmpty then None
+    if mine.isEmpty then Nil
     else
       val ends = c.endOffsets(mine, timeout).asScala
       val committed = c.committed(mine, timeout).asScala
-      val each = mine.asScala.toSeq.sortBy(_.partition).map { tp =>
+      mine.asScala.toSeq.sortBy(_.partition).map { tp =>
         val at = Option(committed.get(tp).orNull).fold(0L)(_.offset)
         tp.partition -> math.max(0L, ends(tp).longValue - at)
       }
-      Some(s"asyncpipe: ${address.render}: group ${group.get}: lag ${each.map(_._2).sum} at the end (${each.map((p, n) => s"partition $p: $n").mkString(", ")})")
 
   private def shut(c: KafkaConsumer[Array[Byte], Array[Byte]]): Unit =
     consumer = null
@@ -338,6 +360,7 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
   private var producer: KafkaProducer[Array[Byte], Array[Byte]] | Null = null
   private val sent = AtomicLong()
   private val failed = AtomicLong()
+  @volatile private var reported = false
   @volatile private var firstFailure: Exception | Null = null
   private val keyBytes = settings.key.map(_.getBytes(java.nio.charset.StandardCharsets.UTF_8))
   private val partition: java.lang.Integer | Null = settings.partitions.flatMap(_.headOption).map(Integer.valueOf).orNull
@@ -377,6 +400,11 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
         producer = null
         throw KafkaClients.failure(address, e)
 
+  private val teller = Teller()
+  override def attach(d: Diagnostics): Unit = teller.attach(d)
+  // Acknowledged records per partition, under --stats.
+  private val byPartition = java.util.concurrent.ConcurrentHashMap[Integer, java.util.concurrent.atomic.LongAdder]()
+
   // Successes are counted by the producer's I/O thread alone (it completes every batch), so the
   // counters need no lock; a failure may also be reported on the writer's thread.
   private val acked: Callback = new Callback:
@@ -384,6 +412,7 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
       if e == null then
         counters.frames += 1
         counters.bytes += math.max(0, metadata.serializedValueSize)
+        if options.countingFrames then byPartition.computeIfAbsent(metadata.partition, _ => java.util.concurrent.atomic.LongAdder()).increment()
       else
         if firstFailure == null then firstFailure = e
         failed.incrementAndGet()
@@ -436,8 +465,10 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
   def finish()(using Async): Unit =
     val p = producer
     if p != null then
-      try p.flush()
-      catch case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
+      try
+        try p.flush()
+        catch case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
+      finally report()
       failIfLost()
       p.close()
       producer = null
@@ -446,7 +477,27 @@ final class KafkaOutput(address: KafkaAddress, options: StageOptions) extends Ou
     val p = producer
     if p != null then
       producer = null
+      report()
       try p.close(java.time.Duration.ZERO) catch case _: Exception => ()
+
+  /** Under `--stats`, once: the records acknowledged (per partition), failed, and still awaited
+    * (sent, neither acknowledged nor failed: an abort does not wait for them). A line, or
+    * `{"kafka": {...}}` under `--stats-json`.
+    */
+  private def report(): Unit =
+    if options.countingFrames && !reported then
+      reported = true
+      val each = byPartition.asScala.toSeq.map((p, n) => p.intValue -> n.sum).sortBy(_._1)
+      val ok = each.map(_._2).sum
+      val lost = failed.get
+      val awaited = math.max(0L, sent.get - ok - lost)
+      val q = StatsReporter.quote
+      val text = s"asyncpipe: $name: $ok record${if ok == 1 then "" else "s"} acknowledged" +
+        (if each.isEmpty then "" else each.map((p, n) => s"partition $p: $n").mkString(" (", ", ", ")")) +
+        s", $lost failed" + (if awaited > 0 then s", $awaited not acknowledged yet" else "")
+      val json = s"""{"address":${q(name)},"acknowledged":$ok,"failed":$lost,"unacknowledged":$awaited,""" +
+        s""""partitions":${each.map((p, n) => s"""{"partition":$p,"records":$n}""").mkString("[", ",", "]")}}"""
+      teller.record("kafka", json, text)
 
 object KafkaOutput:
   /** The producer's batch.size unless config= says otherwise (bytes). */

@@ -53,6 +53,10 @@ private[stages] class Teller:
   protected def diagnostics: Diagnostics | Null = tell
   def notice(text: String): Unit = { val t = tell; if t != null then t.notice(text) else System.err.println(text) }
   def warn(text: String): Unit = { val t = tell; if t != null then t.warning(text) else System.err.println(text) }
+  /** `{"kind": json}` under `--stats-json`, else `text`. */
+  def record(kind: String, json: String, text: String): Unit =
+    val t = tell
+    if t != null then t.record(kind, json, text) else System.err.println(text)
 
 /** Raised for a connect that ran past `connect-timeout`: the stage exits 124, as timeout(1). */
 final class ConnectTimedOut(val after: FiniteDuration) extends IOException(s"no connection within ${Durations.render(after)} (connect-timeout)")

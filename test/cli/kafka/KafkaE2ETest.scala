@@ -201,6 +201,30 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     assertEquals((again, str(more), aerr), (0, "not read\n", ""))
     assertEquals(broker.committed("g1", "g-basic"), Map(0 -> 301L, 1 -> 301L))
 
+  test("--stats-json: a sink's acknowledged records per partition and a group source's records and lag per partition, as the broker has them"):
+    broker.createTopic("counted", partitions = 3)
+    val lines = (1 to 3_000).map(i => s"k${i % 17}:v$i\n").mkString
+    def kafkaRecord(err: String): ujson.Value =
+      val records = err.linesIterator.map(ujson.read(_)).toSeq // every line of stderr is JSON
+      records.find(_.obj.contains("kafka")).getOrElse(fail(s"no kafka record in $err"))("kafka")
+    def perPartition(v: ujson.Value, field: String): Map[Int, Long] =
+      v.arr.map(p => p("partition").num.toInt -> p(field).num.toLong).toMap
+    val (produced, _, perr) = run(Seq("--stats-json", "-", k("counted", "keysep=:")), stdin = text(lines))
+    assertEquals(produced, 0, perr)
+    val sink = kafkaRecord(perr)
+    val ends = broker.endOffsets("counted")
+    assertEquals(ends.values.sum, 3_000L)
+    assert(ends.values.count(_ > 0) > 1, s"17 keys all went to one partition: $ends")
+    assertEquals((sink("acknowledged").num.toLong, sink("failed").num.toLong, sink("unacknowledged").num.toLong), (3_000L, 0L, 0L))
+    assertEquals(perPartition(sink("partitions"), "records"), ends.filter(_._2 > 0))
+    val (consumed, _, cerr) = run(Seq("--stats-json", k("counted", "group=counter", "until=end"), "file:/dev/null"))
+    assertEquals(consumed, 0, cerr)
+    val source = kafkaRecord(cerr)
+    assertEquals(source("records").num.toLong, 3_000L)
+    assertEquals(perPartition(source("partitions"), "records"), ends)
+    assertEquals((source("group").str, source("lag").num.toLong), ("counter", 0L))
+    assertEquals(perPartition(source("lag_by_partition"), "lag"), ends.map((p, _) => p -> 0L))
+
   test("group=: SIGTERM commits exactly what was written (the committed offset is the number of lines in the file)"):
     broker.createTopic("g-term")
     broker.produce("g-term", (0 until 200_000).map(i => text(f"r$i%06d")))
@@ -272,7 +296,7 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
 
   test("a sink whose broker stops mid-stream: exit 1 with how many records were not acknowledged (the broker then restarts)"):
     broker.createTopic("stopped")
-    val p = ProcessBuilder(ap("-", k("stopped", "connect-timeout=2s"))*).redirectError(Redirect.PIPE).start()
+    val p = ProcessBuilder(ap("--stats", "-", k("stopped", "connect-timeout=2s"))*).redirectError(Redirect.PIPE).start()
     val in = p.getOutputStream
     (1 to 100).foreach(i => in.write(text(s"before $i\n")))
     in.flush()
@@ -285,5 +309,6 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
       val err = String(p.getErrorStream.readAllBytes, UTF_8)
       assertEquals(p.exitValue, ExitCode.Runtime, err)
       assert(err.contains("10 of 110 records were not acknowledged"), err)
+      assert(err.contains(s"${k("stopped", "connect-timeout=2s")}: 100 records acknowledged (partition 0: 100), 10 failed\n"), err)
     finally broker.restart()
     assertEquals(broker.consumeAll("stopped").map(r => str(r.value)), (1 to 100).map(i => s"before $i"))
