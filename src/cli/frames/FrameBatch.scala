@@ -25,7 +25,9 @@ final class FrameBatch private (
     heap: Array[Byte] | Null,
     offHeap: ByteBuffer | Null, // [0, length) of `owned`
     owned: ByteBuffer | Null,
-    pool: BufferPool | Null
+    pool: BufferPool | Null,
+    /** Only in a mark ([[FrameBatch.mark]]): what its readers acknowledge. */
+    val receipt: HandOffReceipt | Null = null
 ):
   private val holders: AtomicInteger | Null = if pool != null then AtomicInteger(1) else null
   private lazy val copied: Array[Byte] =
@@ -43,6 +45,11 @@ final class FrameBatch private (
   def share(consumers: Int): Unit =
     val h = holders
     if h != null && consumers > 1 then h.addAndGet(consumers - 1)
+    val r = receipt
+    if r != null then r.hold(consumers - 1)
+
+  /** Whether this is a mark: no frames, a receipt to acknowledge once handed off. */
+  def isMark: Boolean = receipt != null
 
   /** This reader is done with the batch: the last one gives its buffer back to the pool. */
   def release(): Unit =
@@ -124,6 +131,12 @@ final class FrameBatch private (
     s"FrameBatch(${framing.token}, $length bytes${if terminated then "" else ", last frame unterminated"})"
 
 object FrameBatch:
+  /** A mark for `receipt`: an empty batch that travels a flow behind the frames sent before it;
+    * each output it reaches acknowledges it once those are handed off ([[HandOffReceipt]]).
+    */
+  def mark(receipt: HandOffReceipt): FrameBatch =
+    new FrameBatch(Framing.Len, 0, true, Array.emptyByteArray, null, null, null, receipt)
+
   /** The batch of `bytes[0, length)`. */
   def apply(framing: Framing, bytes: Array[Byte], length: Int, terminated: Boolean): FrameBatch =
     if length < 0 || length > bytes.length then

@@ -103,6 +103,14 @@ trait Output:
     * (not a channel to the next stage, not a broadcast's per-client queues).
     */
   def handsOff: Boolean = false
+  /** A mark ([[FrameBatch.mark]]) came after every frame written so far: where [[handsOff]],
+    * hands them off and acknowledges it; elsewhere leaves it unacknowledged, so that what it
+    * marks is never taken as written. A channel to the next stage passes it on.
+    */
+  def mark(m: FrameBatch)(using Async): Unit =
+    if handsOff then
+      handOff()
+      m.receipt.nn.ack()
   /** The input has ended: hand on everything, then release the endpoint (or pass the end on). */
   def finish()(using Async): Unit
   /** Releases the endpoint after a failure, without waiting for anything. */
@@ -446,6 +454,8 @@ final class ChannelOutput(val name: String, next: SendableChannel[FrameBatch], c
     batch.share(consumers) // this output's hold passes on to the next stage
     next.send(batch)
   def idle()(using Async): Unit = ()
+  // The next stage's outputs acknowledge it (write shares it among them).
+  override def mark(m: FrameBatch)(using Async): Unit = write(m)
   def finish()(using Async): Unit = next.send(Message.End)
   def abort(): Unit = ()
 

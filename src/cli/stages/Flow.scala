@@ -228,6 +228,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
           inbox.take()
       if m == null then seen = ends // closed: nothing more will come
       else if Message.isEnd(m) then seen += 1
+      else if m.isMark then { if ok then guarded(output.mark(m)) }
       else if ok then
         if pacer == null then guarded(output.write(m))
         else if pacer.whole(m) then
@@ -260,9 +261,10 @@ object Flow:
     * it was read ([[Timestamps]]).
     */
   private final class Stamping(channel: SendableChannel[FrameBatch]) extends SendableChannel[FrameBatch]:
-    def send(x: FrameBatch)(using Async): Unit = channel.send(Timestamps.stampNow(x))
+    def send(x: FrameBatch)(using Async): Unit = channel.send(if x.isMark then x else Timestamps.stampNow(x))
     /** Refused, `x` stays the caller's, as it would be without the stamp. */
     def trySend(x: FrameBatch): Boolean =
+      if x.isMark then return channel.trySend(x)
       val stamped = Timestamps.stamp(x, Timestamps.prefix(System.currentTimeMillis()))
       val sent = channel.trySend(stamped)
       if sent then x.release()
@@ -281,6 +283,7 @@ object Flow:
 
     // Paced: each piece is written and flushed on its turn, the waits outside the lock.
     def send(batch: FrameBatch)(using Async): Unit =
+      if batch.isMark then return marked(batch)
       val x = if timestamp then Timestamps.stampNow(batch) else batch
       if pacer == null then sendNow(x, flush = !input.atHand)
       else if pacer.whole(x) then
@@ -311,12 +314,12 @@ object Flow:
       else if pacer == null || (!pacer.limit.frames && pacer.slice >= KernelCopy.Chunk) then output.kernelTarget
       else null
 
-    override def handsOff: Boolean = output.handsOff
-    override def handOff(): Unit =
+    /** A mark: the output hands off what it was sent before it (under the lock, as a write). */
+    private def marked(m: FrameBatch)(using Async): Unit =
       lock.lock()
       try
         if !open || !ok then throw java.util.concurrent.CancellationException("the output has stopped")
-        try Async.blocking(output.handOff())
+        try output.mark(m)
         catch case e: Exception if !cancelled(e) =>
           failed(e)
           throw java.util.concurrent.CancellationException("the output has failed")

@@ -2,7 +2,6 @@ package asyncpipe.cli.stages
 
 import asyncpipe.cli.command.*
 import asyncpipe.cli.frames.*
-import asyncpipe.cli.system.KernelSink
 
 import asyncpipe.async.*
 import java.io.{FileInputStream, IOException}
@@ -48,11 +47,13 @@ private[stages] object KafkaClients:
   * Without a group it assigns the partitions itself (all, or `partition=`) and commits nothing.
   * With `group=G` it subscribes as a member of G (or, with `partition=`, assigns those and commits
   * to G) and commits at least once: an offset is committed only once every frame before it has
-  * been written wherever it went. In a direct copy (one output, [[KernelSink]]) that is checked
-  * every second by handing the output's frames off ([[Output.handOff]]: in the OS, or acknowledged)
-  * and then committing, and again before partitions are taken away in a rebalance; whatever the
-  * stage, once the flow has ended with no output failed ([[settle]]: the end of input, `--count`,
-  * SIGINT, SIGTERM). A `kill -9` repeats at most what was read since the last commit.
+  * been written wherever it went. While the flow runs, every second (and before partitions are
+  * taken away in a rebalance) it sends a mark behind the frames it passed on
+  * ([[FrameBatch.mark]]); the mark follows them through every stage, and once every output it
+  * reached has handed them off ([[Output.mark]]: in the OS, or acknowledged by Kafka) the offsets
+  * it stands for are committed. At the end, once the flow has ended with no output failed
+  * ([[settle]]: the end of input, `--count`, SIGINT, SIGTERM), everything passed on is committed.
+  * A `kill -9` repeats at most what was passed on after the last completed mark.
   */
 final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends Input:
   private val settings = address.settings
@@ -67,7 +68,12 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   private val placed = java.util.concurrent.ConcurrentHashMap.newKeySet[TopicPartition]()
   private val pumped = java.util.concurrent.CountDownLatch(1)
   @volatile private var pumping = false
-  @volatile private var direct: KernelSink | Null = null
+  // The pump's Async, for a mark sent from a rebalance callback (inside poll, on its thread).
+  @volatile private var pumpAsync: Async | Null = null
+  @volatile private var out: SendableChannel[FrameBatch] | Null = null
+  // The offsets of the newest mark that every output acknowledged, for the pump to commit.
+  private val confirmed = java.util.concurrent.atomic.AtomicReference[Marked | Null](null)
+  private var marks = 0L
   private val timeout = java.time.Duration.ofMillis(settings.connectTimeout.toMillis)
 
   // Polls on a thread of its own; close() wakes it.
@@ -135,38 +141,49 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   /** A group's partitions coming and going (inside `poll`, on the pump's thread). */
   private object Rebalances extends ConsumerRebalanceListener:
     def onPartitionsAssigned(parts: java.util.Collection[TopicPartition]): Unit = place(consumer.nn, parts.asScala.toSeq)
-    // Before they go to another member: what was handed on and written is committed, so that it
-    // does not read them again; where that cannot be known (no direct copy), it will.
+    // Before they go to another member: a mark, and what it confirms written is committed, so that
+    // the next owner does not read it again (what it cannot confirm in time, the next owner will).
     def onPartitionsRevoked(parts: java.util.Collection[TopicPartition]): Unit =
-      if direct != null then
-        try commitWritten(parts.asScala.toSet) catch case _: Exception => ()
+      val a = pumpAsync
+      if a != null then
+        try
+          mark()(using a).await(KafkaInput.RevokeWait)
+          commitWritten(parts.asScala.toSet)
+        catch case _: Exception => ()
       parts.forEach(tp => { handed.remove(tp); placed.remove(tp) })
     override def onPartitionsLost(parts: java.util.Collection[TopicPartition]): Unit =
       parts.forEach(tp => { handed.remove(tp); placed.remove(tp) })
 
-  /** Hands the direct copy's output off (in the OS, or acknowledged), then commits what was handed
-    * on for `only` (all when empty).
+  /** Sends a mark behind what was passed on so far, standing for the offsets after it. */
+  private def mark()(using Async): HandOffReceipt =
+    marks += 1
+    val m = Marked(marks, handed.asScala.map((tp, n) => tp -> n.longValue).toMap)
+    // Marks complete in the order they were sent (each output acknowledges them in order); the
+    // newest completed one stands.
+    val receipt = HandOffReceipt(() => confirmed.accumulateAndGet(m, (a, b) => if a == null || b.nn.seq > a.seq then b else a))
+    out.nn.send(FrameBatch.mark(receipt))
+    receipt
+
+  /** Commits the offsets of the newest completed mark, of the partitions still assigned (of
+    * `only`, when given).
     */
   private def commitWritten(only: Set[TopicPartition] = Set.empty): Unit =
-    val d = direct
-    if d != null then
-      d.handOff()
-      commit(only)
+    val m = confirmed.getAndSet(null)
+    if m != null then
+      val mine = consumer.nn.assignment().asScala
+      commitOffsets(m.offsets.filter((tp, _) => mine(tp) && (only.isEmpty || only(tp))))
 
-  private def commit(only: Set[TopicPartition]): Unit =
-    val offsets = handed.asScala.collect {
-      case (tp, next) if only.isEmpty || only(tp) => tp -> OffsetAndMetadata(next.longValue)
-    }.toMap
-    if offsets.nonEmpty then consumer.nn.commitSync(offsets.asJava, timeout)
+  private def commitOffsets(offsets: Map[TopicPartition, Long]): Unit =
+    if offsets.nonEmpty then consumer.nn.commitSync(offsets.map((tp, n) => tp -> OffsetAndMetadata(n)).asJava, timeout)
+
+  /** Everything passed on (at the end, once every output finished). */
+  private def commitAll(): Unit = commitOffsets(handed.asScala.map((tp, n) => tp -> n.longValue).toMap)
 
   def pump(out: SendableChannel[FrameBatch])(using Async): Unit =
     pumping = true
     val c = consumer.nn
-    // Commits while the flow runs only into an output that hands off (not the next stage's channel).
-    direct = if group.isDefined then out match
-      case k: KernelSink if k.handsOff => k
-      case _                           => null
-    else null
+    this.out = out
+    pumpAsync = summon[Async]
     val limit = options.count.getOrElse(Long.MaxValue)
     val idleNanos = options.idleTimeout.fold(Long.MaxValue)(_.toNanos)
     var received = 0L
@@ -208,17 +225,20 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
             next.foreach((tp, n) => handed.put(tp, n))
             uncommitted = true
           if received >= limit then done = true
-        if direct != null && uncommitted && System.nanoTime() - lastCommit >= KafkaInput.CommitEvery then
+        if group.isDefined then
+          if uncommitted && System.nanoTime() - lastCommit >= KafkaInput.CommitEvery then
+            mark()
+            lastCommit = System.nanoTime()
+            uncommitted = false
           try commitWritten()
           catch case _: org.apache.kafka.common.errors.RetriableException | _: org.apache.kafka.clients.consumer.CommitFailedException => ()
-          lastCommit = System.nanoTime()
-          uncommitted = false
         if !done then done = finished(c)
     catch
       case _: WakeupException if closed => ()
       case e: CliError.Failed => throw e
       case e: org.apache.kafka.common.KafkaException => throw KafkaClients.failure(address, e)
     finally
+      pumpAsync = null // no mark after the pump: the flow is ending (a close revokes, too)
       pumped.countDown()
       if group.isEmpty then
         if options.countingFrames then report(c, None)
@@ -254,7 +274,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
         // A wake-up that came after the pump left poll would end the commit's wait: the commit is
         // made again then (the wake-up is spent).
         try
-          if written then try commit(Set.empty) catch case _: WakeupException => commit(Set.empty)
+          if written then try commitAll() catch case _: WakeupException => commitAll()
           if options.countingFrames then report(c, Some(lag(c)))
         catch case e: Exception =>
           teller.notice(s"asyncpipe: ${address.render}: the offsets of what was written could not be committed: ${KafkaClients.failure(address, e).error match
@@ -306,10 +326,15 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
 
 object KafkaInput:
   private val Poll = java.time.Duration.ofMillis(100)
-  /** How often a direct copy with a group hands its output off and commits (ns). */
+  /** How often a source with a group sends a mark (ns). */
   private val CommitEvery = 1_000_000_000L
+  /** How long a rebalance waits for a mark before the partitions go (ms). */
+  private val RevokeWait = 5_000L
   /** How long `settle` waits for a stopped pump to leave `poll` (ms). */
   private val SettleWait = 10_000L
+
+/** A mark's number (in the order sent) and the offsets it stands for. */
+private final case class Marked(seq: Long, offsets: Map[TopicPartition, Long])
 
 /** Frames in `len` form in one growing array; `result` copies them out as a message. */
 private final class FrameBuilder:

@@ -24,13 +24,6 @@ trait KernelSink extends SendableChannel[FrameBatch]:
     */
   def bytesTarget: WritableByteChannel | Null = null
 
-  /** Hands on everything written so far for good (the output's `handOff`), holding what `send`
-    * holds; throws a `CancellationException` once the flow has stopped or the output has failed.
-    */
-  def handOff(): Unit = ()
-  /** Whether [[handOff]] puts what was written out of this process's hands (the output's `handsOff`). */
-  def handsOff: Boolean = false
-
   /** Moves exactly `n` bytes into the output with `move` (given the bytes still to move, it
     * returns how many it moved, or minus an errno), after writing out what the output buffered,
     * and while holding what `send` holds: a stop waits for a move in progress, as for a write.

@@ -269,6 +269,36 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     assertEquals(broker.consumeAll("r-out").map(r => str(r.value)), (0 until 5_000).map(i => s"m$i"))
     assertEquals(broker.committed("g4", "r-in"), Map(0 -> 5_000L))
 
+  test("group= in run: while 'kafka:in,group | mux --out file:AUDIT | kafka:out' runs (no end), its commits follow what both outputs have"):
+    broker.createTopic("live-in")
+    broker.createTopic("live-out")
+    broker.produce("live-in", (0 until 20_000).map(i => text(s"l$i")))
+    val audit = os.temp(prefix = "asyncpipe-kafka-live-")
+    val p = ProcessBuilder(ap("run", s"${k("live-in", "group=g-live")} | mux --out file:$audit | ${k("live-out")}")*)
+      .redirectError(Redirect.DISCARD).start()
+    /** Until the group's commit reaches `n`, checking on the way that it never names more than
+      * either output has (read after the commit, so each output's count can only be larger).
+      */
+    def committedUpTo(n: Long): Unit =
+      Support.eventually(s"a commit of $n while the pipeline runs", bound = 60_000) {
+        val committed = broker.committed("g-live", "live-in").getOrElse(0, 0L)
+        val inAudit = os.read.lines(audit).size.toLong
+        // Listing offsets right after the topic was made can fail for a moment: asked again.
+        scala.util.Try(broker.endOffsets("live-out").values.sum).toOption.exists { inTopic =>
+          assert(committed <= inAudit && committed <= inTopic, s"committed $committed; the audit has $inAudit, the topic $inTopic")
+          committed == n
+        }
+      }
+      assert(p.isAlive, "the pipeline ended by itself")
+    try
+      committedUpTo(20_000)
+      broker.produce("live-in", (20_000 until 25_000).map(i => text(s"l$i")))
+      committedUpTo(25_000)
+      assertEquals(os.read.lines(audit), (0 until 25_000).map(i => s"l$i"))
+    finally
+      p.destroy()
+      p.waitFor(30, TimeUnit.SECONDS)
+
   test("group= in run with a slow next stage: nothing is committed that the outputs have not written (SIGKILL, then the pipe drained)"):
     broker.createTopic("r-stuck")
     // 20 MB: far more than the pipe (grown to 1 MiB) and the channel hold.
