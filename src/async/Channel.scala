@@ -84,7 +84,21 @@ trait ReadableChannel[+T]:
 trait Channel[T] extends SendableChannel[T], ReadableChannel[T], java.io.Closeable:
   /** Stops further sends; readers drain what was sent before (see Closing above). Idempotent. */
   def close(): Unit
-  /** True once `close()` has been called. */
+  /** Closes the channel with a failure: as `close()` (nothing sent before is lost: readers drain
+    * it), but then every read, and every later send, fails with a [[ChannelClosedException]] whose
+    * cause is `cause`: a producer's failure travels to its consumers, after its last values.
+    * The first of `close` and `error` decides how the channel ended; later calls change nothing.
+    * {{{
+    * val ch = BufferedChannel[Int](4)
+    * ch.send(1); ch.error(IllegalStateException("bad input"))
+    * ch.read()  // Success(1)
+    * ch.read()  // Failure(ChannelClosedException(cause = IllegalStateException("bad input")))
+    * }}}
+    */
+  def error(cause: Throwable): Unit
+  /** The cause given to `error`, once the channel ended with one; None while open or after `close()`. */
+  def closeCause: Option[Throwable]
+  /** True once `close()` or `error` has been called. */
   def isClosed: Boolean
   /** 0 for rendezvous, `n` for buffered, -1 for unbounded. */
   def capacity: Int
@@ -93,8 +107,11 @@ trait Channel[T] extends SendableChannel[T], ReadableChannel[T], java.io.Closeab
   def asReadable(): ReadableChannel[T] = this
   def asCloseable(): java.io.Closeable = this
 
-/** Thrown by a send on a closed channel; the failure a closed and drained channel reads as. */
-final class ChannelClosedException extends Exception("channel closed")
+/** Thrown by a send on a closed channel; the failure a closed and drained channel reads as. Its
+  * cause is the one given to [[Channel.error]], or null after a plain `close()`.
+  */
+final class ChannelClosedException(cause: Throwable | Null = null)
+    extends Exception(if cause == null then "channel closed" else s"channel closed with an error: $cause", cause)
 
 /** A rendezvous channel: every send waits for its reader. */
 trait SyncChannel[T] extends Channel[T]

@@ -61,7 +61,10 @@ import scala.util.control.NonFatal
   *     further value is taken from that channel (the loop's reads of it refuse the value, which
   *     stays in the channel for other readers). A publisher that reads
   *     `Failure(ChannelClosedException)` (closed and drained) is removed; that failure is not
-  *     forwarded. Any other `Failure` a publisher reads is forwarded to the subscribers as it is.
+  *     forwarded, unless the channel ended with an error ([[Channel.error]]: the exception has a
+  *     cause): then it is forwarded to the subscribers like a value, after that publisher's
+  *     last values, and the publisher is removed. Any other `Failure` a publisher reads is
+  *     forwarded to the subscribers as it is.
   *   - The subscribers of a value are those there were at the moment it was read (the set is
   *     read while the value is being taken from its publisher). The loop puts a value in their
   *     queues in the order they were added, and reads the next value only once it is done.
@@ -270,7 +273,9 @@ object ChannelMultiplexer:
         var took = false
         try
           v match
-            case Failure(_: ChannelClosedException) => stop = PublisherEnded
+            case Failure(e: ChannelClosedException) =>
+              // An error is forwarded by the loop, which takes the failure again from the channel.
+              stop = if e.getCause == null then PublisherEnded else Stalled
             case _ => if s.out.trySend(v) || retried(v) then took = true else stop = Stalled
         catch
           case _: ChannelClosedException => stop = SubscriberClosed
@@ -444,7 +449,9 @@ object ChannelMultiplexer:
               case Wake => wakePending.set(false) // then the state is read again
               case got: Got =>
                 got.value match
-                  case Failure(_: ChannelClosedException) => dropPublisher(got.pub)
+                  case end @ Failure(_: ChannelClosedException) =>
+                    if erred(end) then handOut(end, got.targets)
+                    dropPublisher(got.pub)
                   case value =>
                     handOut(value, got.targets)
                     drain(got.pub)
@@ -474,7 +481,11 @@ object ChannelMultiplexer:
                 case None    => return
           value match
             case Failure(_: ChannelClosedException) =>
-              dropPublisher(p)
+              dropPublisher(p) // first: a change that stops the send below leaves the error to handOut
+              if erred(value) then
+                pending = value
+                s.out.send(value)
+                pending = null
               return
             case _ =>
               pending = value
@@ -537,11 +548,17 @@ object ChannelMultiplexer:
         ready.value = null
         value match
           case Failure(_: ChannelClosedException) =>
+            if erred(value) then handOut(value, targets)
             dropPublisher(p)
             n = DrainLimit
           case _ =>
             handOut(value, targets)
             n += 1
+
+    /** A publisher's end that carries its error (forwarded), not a plain close (not). */
+    private def erred(end: Try[T]): Boolean = end match
+      case Failure(e: ChannelClosedException) => e.getCause != null
+      case _                                  => false
 
     private def dropPublisher(p: Pub): Unit = lock.synchronized {
       p.active = false

@@ -123,6 +123,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private inline def bufferEnd: Long = bCounter.get
   /** The index of the first cell no sender will ever reach; Long.MaxValue while open. */
   @volatile private var closedAt: Long = Long.MaxValue
+  /** How the channel ended: null while open, then (set once, before the closed bit) NoCause for
+    * `close()` or the cause given to `error`.
+    */
+  @volatile private var ending: AnyRef | Null = null
 
   // The three references start at segment 0. No field keeps segment 0 itself: its `next` leads to
   // every later segment, so holding it would hold every segment the channel ever used.
@@ -153,11 +157,11 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def send(x: T)(using async: Async): Unit =
     Async.checkCancelled(async, "send")
-    if doSend(encode(x), async) == Outcome.FoundClosed then throw ChannelClosedException()
+    if doSend(encode(x), async) == Outcome.FoundClosed then throw closedException()
 
   def trySend(x: T): Boolean =
     doSend(encode(x), null) match
-      case Outcome.FoundClosed => throw ChannelClosedException()
+      case Outcome.FoundClosed => throw closedException()
       case Outcome.NotSent     => false
       case _                   => true
 
@@ -385,7 +389,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def read()(using Async): Try[T] =
     val v = readOrClosed()
-    if v.asInstanceOf[AnyRef] eq ChannelClosed then Failure(ChannelClosedException())
+    if v.asInstanceOf[AnyRef] eq ChannelClosed then Failure(closedException())
     else Success(v.asInstanceOf[T])
 
   def readOrClosed()(using async: Async): T | ChannelClosed =
@@ -593,10 +597,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           val took = offerValue(k, hinted, i, r, state.nn)
           if took != Retry then return took == Took
       val s = sendersAndClosed & CounterMask
-      if r >= closedAt then return k(Failure(ChannelClosedException())) // closed and drained
+      if r >= closedAt then return k(Failure(closedException())) // closed and drained
       if r >= s then return false // nothing sent that no reader has claimed
       val seg = segmentOf(r)
-      if seg == null then return k(Failure(ChannelClosedException())) // beyond the closed chain
+      if seg == null then return k(Failure(closedException())) // beyond the closed chain
       if seg.id != r / SegmentSize then
         rCounter.compareAndSet(r, seg.id * SegmentSize) // removed segment: skip it
       else
@@ -623,7 +627,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             if state eq RESUMING then spinWait()
             else if state eq INTERRUPTED_SEND then rCounter.compareAndSet(r, r + 1) // skip; not a window cell
             else if state eq TAKEN then { if rCounter.compareAndSet(r, r + 1) then expandBuffer() } // help commit
-            else if state eq CLOSED then return k(Failure(ChannelClosedException()))
+            else if state eq CLOSED then return k(Failure(closedException()))
             else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || isMark(state) then
               () // R moved on
             else
@@ -763,7 +767,25 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   def isClosed: Boolean = isClosedWord(sendersAndClosed)
 
-  def close(): Unit =
+  def close(): Unit = end(SegmentChannel.NoCause)
+
+  def error(cause: Throwable): Unit =
+    if cause == null then throw NullPointerException("error(null): a channel's error needs a cause")
+    end(cause)
+
+  def closeCause: Option[Throwable] = ending match
+    case t: Throwable => Some(t)
+    case _            => None
+
+  /** What a send or read finds once the channel is closed: with the cause, if it was an error. */
+  private def closedException(): ChannelClosedException = ChannelClosedException(closeCause.orNull)
+
+  /** Ends the channel as `how` says, if nothing ended it before; closes it either way, so that no
+    * send that starts after this returns is accepted. `ending` is decided before the closed bit is
+    * set, so whoever sees the bit sees how it ended.
+    */
+  private def end(how: AnyRef): Unit =
+    EndingField.compareAndSet(this, null, how)
     var scf = sendersAndClosed
     while !isClosedWord(scf) && !sCounter.compareAndSet(scf, scf | ClosedBit) do
       scf = sendersAndClosed
@@ -1075,6 +1097,13 @@ private[async] object SegmentChannel:
     * channel whose parties got carriers of their own again finds out. */
   private val SpinProbe: Int = 16
   private val ProbeEvery: Int = 256
+
+  /** `ending` of `close()`. */
+  private object NoCause
+
+  private val EndingField: VarHandle =
+    MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
+      .findVarHandle(classOf[SegmentChannel[?]], "ending", classOf[AnyRef])
 
   private val TapField: VarHandle =
     MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
