@@ -63,7 +63,11 @@ private[async] def millisOf(d: FiniteDuration, what: String): Long =
 
 /** The one scheduler thread behind every timer. */
 private[async] object Timers:
-  private lazy val executor: ScheduledThreadPoolExecutor =
+  // Not a lazy val: threads that meet a Scala 3 lazy val being initialised wait on a latch that an
+  // interrupt ends, so a cancelled `sleep` among the first timers of the JVM threw
+  // InterruptedException instead of CancellationException (found by SemaphoreStress). The object's
+  // own initialisation, on its first use, is the JVM's, which no interrupt ends.
+  private val executor: ScheduledThreadPoolExecutor =
     val e = ScheduledThreadPoolExecutor(1, (r: Runnable) => Thread.ofPlatform().daemon().name("asyncpipe-timers").unstarted(r))
     e.setRemoveOnCancelPolicy(true) // a cancelled timer leaves the heap now, not when it would have rung
     e
