@@ -113,11 +113,28 @@ abstract class ParBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
     val promise = Promise[Int]()
     val threads = Vector.fill(2)(AtomicReference[Thread]())
     val cleanedUp = AtomicInteger(0)
+    // The sleeping future's clean-up waits until the caller is seen waiting for its end (or, wrongly,
+    // returned): then awaitAll cannot return before the clean-up, however the threads are scheduled.
+    val inCleanUp = CountDownLatch(1)
+    val returned = java.util.concurrent.atomic.AtomicBoolean(false)
+    val returnedEarly = AtomicReference[Option[Boolean]](None)
+    val caller = Thread.currentThread()
+    def awaitingEnds: Boolean = caller.getState == Thread.State.WAITING && caller.getStackTrace.exists(_.getMethodName == "awaitEnd")
+    val watcher = Thread.ofPlatform().daemon().start: () =>
+      if inCleanUp.await(Patience, TimeUnit.MILLISECONDS) then
+        val deadline = System.nanoTime() + Patience * 1_000_000
+        while !returned.get && !awaitingEnds && System.nanoTime() < deadline do pause()
+        returnedEarly.set(Some(returned.get))
     Async.blocking:
       val sleeping = Future:
         threads(0).set(Thread.currentThread())
         try { sleep(60_000); 0 }
-        finally cleanedUp.incrementAndGet()
+        finally
+          inCleanUp.countDown()
+          while watcher.isAlive do
+            try watcher.join()
+            catch case _: InterruptedException => () // the cancel's interrupt
+          cleanedUp.incrementAndGet()
       val reading = Future:
         threads(1).set(Thread.currentThread())
         try ch.read().get
@@ -127,7 +144,10 @@ abstract class ParBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
         threads.foreach(t => awaitParkedIn(t.get, "a parked future"))
         throw failure
       val thrown = intercept[RuntimeException](Future.awaitAll(Seq(sleeping, reading, promise.future, failing)))
+      returned.set(true)
       assert(thrown eq failure, s"awaitAll rethrew $thrown")
+      join(watcher, "the watcher")
+      assertEquals(returnedEarly.get, Some(false), "awaitAll returned while a cancelled future was in its clean-up")
       assertEquals(cleanedUp.get, 2, "awaitAll rethrew before the cancelled futures' clean-up")
       threads.foreach(t => assert(!t.get.isAlive, "a cancelled future's thread outlived awaitAll"))
       assertCancelledNow(sleeping)
