@@ -216,7 +216,7 @@ final class Semaphore(val permits: Int):
   /** Throws `IllegalStateException` with the state if a count is out of range. Exact when quiet
     * (no operation in flight): then `available` is the permits that no one holds.
     */
-  def checkInvariants(): Unit =
+  private[async] def checkInvariants(): Unit =
     val f = free.get
     if f < 0 || f > permits then throw IllegalStateException(s"free permits out of range: $this")
 

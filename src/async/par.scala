@@ -31,16 +31,18 @@ import scala.collection.immutable.ArraySeq
   *
   * {{{
   * Async.blocking:
-  *   val Seq(user, orders) = par(fetchUser(id), fetchOrders(id)) // both at once
+  *   val pages = par(fetch(primary), fetch(mirror)) // both at once: Seq(page of primary, page of mirror)
   * }}}
   */
 def par[T](bodies: (Async ?=> T)*)(using Async): Seq[T] = parAll(bodies)
 
-/** `par` of a sequence of bodies:
+/** `par` of a sequence of bodies. The sequence must have the type `Seq[Async ?=> T]`, so that each
+  * body is typed with its own `Async` (a plain `Seq[T]` is refused: it would be one body computed
+  * before the call):
   * {{{
   * Async.blocking:
-  *   val checks: Seq[Async ?=> Boolean] = hosts.map(h => (_: Async) ?=> ping(h))
-  *   val up = par(checks)
+  *   val checks: Seq[Async ?=> Boolean] = hosts.map(host => ping(host)) // each ping with its own Async
+  *   val up = par(checks) // up(i): whether hosts(i) answered
   * }}}
   */
 @targetName("parSeq")
@@ -57,8 +59,8 @@ private def parAll[T](bodies: Seq[Async ?=> T])(using Async): Seq[T] =
   *
   * {{{
   * Async.blocking:
-  *   val downloads: Seq[Async ?=> Array[Byte]] = urls.map(url => (_: Async) ?=> fetch(url))
-  *   val bodies = parLimit(4)(downloads) // never more than 4 connections
+  *   val downloads: Seq[Async ?=> Array[Byte]] = urls.map(url => fetch(url))
+  *   val bodies = parLimit(4)(downloads) // never more than 4 connections at once
   * }}}
   * @throws IllegalArgumentException if `n` is not above zero
   */

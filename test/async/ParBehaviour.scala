@@ -203,6 +203,16 @@ abstract class ParBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
       // the bodies' futures are children of a group inside the caller's scope, gone when par returns
       assertEquals(outer.group.size, 0, "par left a member in the caller's scope")
 
+  test("a sequence of bodies typed Seq[Async ?=> T], made by a map, gives each body an Async of its own"):
+    Async.blocking:
+      val outer = Async.current
+      val bodies: Seq[Async ?=> Async] = (1 to 3).map(_ => Async.current)
+      val seen = par(bodies)
+      assert(seen.forall(_ ne outer), "a body of the sequence ran with the caller's Async")
+      assertEquals(seen.distinct.size, 3, "bodies of the sequence shared an Async")
+      val limited: Seq[Async ?=> Async] = (1 to 3).map(_ => Async.current)
+      assert(parLimit(2)(limited).forall(_ ne outer), "a body of parLimit ran with the caller's Async")
+
   test("par: a failing body cancels the bodies parked in a sleep, a channel read and a semaphore acquire; the failure is rethrown once their threads have ended"):
     val p = ParkedAndFailing()
     Async.blocking(p.check(par(p.bodies*)))
