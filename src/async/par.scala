@@ -86,9 +86,10 @@ def mapPar[A, B](n: Int)(items: Iterable[A])(f: A => Async ?=> B)(using Async): 
   runLimited(n, all.size, i => f(all(i)))
 
 /** The loop behind `parLimit` and `mapPar`: `min(n, count)` workers in a nested group, each
-  * taking the next index, running `body(i)` in a scope of its own and storing its value at `i`, until the indices run out, a body has failed (`stopped`, set before the failure
-  * is seen anywhere), or the worker is cancelled. The values are read only after `awaitAll` has
-  * seen every worker succeed, which orders every store before the reads.
+  * taking the next index, running `body(i)` in a scope of its own and storing its value at `i`,
+  * until the indices run out, a body has failed (`stopped`, set before the failure is seen
+  * anywhere), or the worker is cancelled. The values are read only after `awaitAll` has seen
+  * every worker succeed, which orders every store before the reads.
   */
 private def runLimited[T](n: Int, count: Int, body: Int => Async ?=> T)(using Async): Seq[T] =
   if count == 0 then return Vector.empty
