@@ -68,6 +68,39 @@ object Future:
   /** `alt` that cancels every other future once one succeeds. */
   def altC[T](futures: Future[T]*): Future[T] = AltFuture(futures, cancelLosers = true)
 
+  /** The values of all `futures`, in their order, once every one has succeeded.
+    *
+    * The first failure (the first future to complete with one, a `CancellationException`
+    * included) cancels every other future, and is rethrown, the same exception object, once they
+    * have ended: a future that runs a thread (`Future { }`, a [[Worker]]) once that thread has
+    * ended, so that its clean-up is over; any other future at once, as its cancel completes it.
+    * The futures stay members of the scopes that started them: a cancel of the caller ends the wait
+    * with `CancellationException` and leaves them to their scopes (which cancel them at their end).
+    *
+    * {{{
+    * Async.blocking:
+    *   val pages = Future.awaitAll(urls.map(url => Future(fetch(url)))) // in the order of urls
+    * }}}
+    */
+  def awaitAll[T](futures: Seq[Future[T]])(using Async): Seq[T] =
+    val all = futures.toIndexedSeq
+    if all.isEmpty then return Vector.empty
+    val settled = AllSettled(all)
+    val outcome =
+      try Async.await(settled)
+      catch
+        case e: CancellationException =>
+          settled.detach()
+          throw e
+    outcome match
+      case Failure(first) =>
+        all.foreach(_.cancel()) // the failed one is complete: a no-op there
+        all.foreach:
+          case f: Ends => f.awaitEnd()
+          case _       => () // complete once cancelled
+        throw first
+      case _ => all.map(_.poll().get.get) // every one succeeded
+
   extension [T](f1: Future[T])
     /** Both values, or the first failure (without waiting for the other side). */
     def zip[U](f2: Future[U]): Future[(T, U)] = ZipFuture(f1, f2)
@@ -122,6 +155,21 @@ private final class ZipFuture[A, B](fa: Future[A], fb: Future[B]) extends CoreFu
       case _                                 => () // the other side is still pending
   fa.onComplete(Listener { (t: Try[A]) => left = t; settle(); true })
   fb.onComplete(Listener { (t: Try[B]) => right = t; settle(); true })
+
+/** The future of `awaitAll`: `Success(())` once every one of `futures` has succeeded, or the first
+  * failure, at once. One listener on all of them.
+  */
+private final class AllSettled[T](futures: IndexedSeq[Future[T]]) extends CoreFuture[Unit](null) with Listener[Try[T]]:
+  private val pending = AtomicInteger(futures.size)
+  def apply(t: Try[T]): Boolean =
+    t match
+      case Failure(e) => completeWith(Failure(e))
+      case _          => if pending.decrementAndGet() == 0 then completeWith(Success(()))
+    true
+  override def isDone: Boolean = isCompleted
+  /** Leaves the futures still pending (a cancelled `awaitAll`). */
+  def detach(): Unit = futures.foreach(_.dropListener(this))
+  futures.foreach(_.onComplete(this))
 
 private final class AltFuture[T](futures: Seq[Future[T]], cancelLosers: Boolean)
     extends CoreFuture[T](null) with Listener[Try[T]]:

@@ -1,6 +1,7 @@
 package asyncpipe.async
 
 import java.util.concurrent.CancellationException
+import scala.concurrent.duration.{Duration, FiniteDuration, MILLISECONDS}
 import scala.util.{Failure, Random, Success, Try}
 
 /** A template for a runnable future: `run` starts a new future of `body` each time it is called,
@@ -31,6 +32,10 @@ enum Jitter:
     case Spread(m)  => check(m >= 0, s"jitter spread was $m ms, must be >= 0")
     case _          => ()
 
+  /** `apply` in whole milliseconds (`delay` rounded up): `Jitter.Full(2.seconds, random)`. */
+  def apply(delay: FiniteDuration, random: Random): FiniteDuration =
+    FiniteDuration(apply(millisOf(delay, "delay"), random), MILLISECONDS)
+
   def apply(delayMillis: Long, random: Random): Long =
     if delayMillis <= 0 then 0
     else
@@ -43,6 +48,11 @@ enum Jitter:
 
   private def spread(delayMillis: Long, by: Double, random: Random): Long =
     (delayMillis - by + random.nextDouble() * 2 * by).round.max(0)
+
+object Jitter:
+  extension (spread: Jitter.Spread.type)
+    /** `Spread` by a duration, rounded up to whole milliseconds: `Jitter.Spread(250.millis)`. */
+    def apply(by: FiniteDuration): Jitter = Jitter.Spread(millisOf(by, "jitter spread"))
 
 /** `require`, inline: the message is built only on failure. The CLI uses it too. */
 private[asyncpipe] inline def check(inline condition: Boolean, inline message: String): Unit =
@@ -64,6 +74,15 @@ final case class Pause(millis: Long, skipped: Long, slot: Long)
 
 /** When a scheduled task runs its body again. `maxRepetitions = 0` means no limit; `n > 0` means
   * at most `n` runs of the body, for every schedule.
+  *
+  * Every case also takes its delays as durations (rounded up to whole milliseconds; a maximum
+  * delay of `Duration.Inf` is no cap), through an `apply` on its companion:
+  * {{{
+  * Async.blocking:
+  *   val poll = Task(checkHealth()).schedule(TaskSchedule.Every(10.seconds, maxRepetitions = 6))
+  *   val upload = Task(send()).schedule(TaskSchedule.RepeatUntilSuccess(100.millis, maxRepetitions = 8, factor = 2, maxDelay = 5.seconds))
+  *   poll.run.value
+  * }}}
   */
 enum TaskSchedule:
   /** Fixed rate: run k starts at about `start + k * millis` (slot k of the grid), moved from its
@@ -153,6 +172,8 @@ object ScheduleObserver:
 trait Clock:
   def nanoTime(): Long
   def sleep(millis: Long)(using Async): Unit
+  /** `sleep` for `d`, rounded up to whole milliseconds. */
+  final def sleep(d: FiniteDuration)(using Async): Unit = sleep(millisOf(d, "sleep duration"))
 
 object Clock:
   /** `System.nanoTime` and [[asyncpipe.async.sleep]] (a cancel ends the wait at once). */
@@ -178,7 +199,64 @@ final case class Scheduling(
 ):
   check(deadlineMillis.isEmpty || deadlineMillis.get >= 0, s"deadline was ${deadlineMillis.get} ms, must be >= 0")
 
+  /** This scheduling with a deadline of `d`, rounded up to whole milliseconds:
+    * `Scheduling(random = Random(7)).withDeadline(1.minute)`.
+    */
+  def withDeadline(d: FiniteDuration): Scheduling = copy(deadlineMillis = Some(millisOf(d, "deadline")))
+
 object TaskSchedule:
+  // The schedules with durations: an `apply` on each case's companion, found where the case's own
+  // `apply(millis: Long, ...)` does not fit the arguments; pattern matches see milliseconds. Each
+  // lives in a given of its own, as extensions of one object would be overloads of one `apply`,
+  // of which only one may have default arguments.
+
+  /** `TaskSchedule.Every(period: FiniteDuration, ...)`. */
+  object EveryOfDuration:
+    extension (every: TaskSchedule.Every.type)
+      /** `Every` with a period of `period`: `TaskSchedule.Every(10.seconds, jitter = Jitter.Full)`.
+        * @throws IllegalArgumentException if `period` is not above zero
+        */
+      def apply(period: FiniteDuration, maxRepetitions: Long = 0, jitter: Jitter = Jitter.Off, overrun: Overrun = Overrun.Skip): TaskSchedule =
+        check(period.length > 0, s"period was $period, must be > 0")
+        TaskSchedule.Every(millisOf(period, "period"), maxRepetitions, jitter, overrun)
+  given EveryOfDuration.type = EveryOfDuration
+
+  /** `TaskSchedule.ExponentialBackoff(delay: FiniteDuration, ...)`. */
+  object BackoffOfDuration:
+    extension (backoff: TaskSchedule.ExponentialBackoff.type)
+      /** `ExponentialBackoff` from `delay`, capped by `maxDelay` (`Duration.Inf`: no cap):
+        * `TaskSchedule.ExponentialBackoff(100.millis, maxDelay = 10.seconds)`.
+        */
+      def apply(delay: FiniteDuration, factor: Double = 2, maxRepetitions: Long = 0, maxDelay: Duration = Duration.Inf, jitter: Jitter = Jitter.Off): TaskSchedule =
+        TaskSchedule.ExponentialBackoff(millisOf(delay, "delay"), factor, maxRepetitions, capMillis(maxDelay), jitter)
+  given BackoffOfDuration.type = BackoffOfDuration
+
+  /** `TaskSchedule.RepeatUntilFailure(delay: FiniteDuration, ...)`. */
+  object UntilFailureOfDuration:
+    extension (untilFailure: TaskSchedule.RepeatUntilFailure.type)
+      /** `RepeatUntilFailure` waiting `delay` after each run (growing by `factor`, capped by
+        * `maxDelay`): `TaskSchedule.RepeatUntilFailure(1.second, maxRepetitions = 10)`.
+        */
+      def apply(delay: FiniteDuration, maxRepetitions: Long = 0, factor: Double = 1, maxDelay: Duration = Duration.Inf, jitter: Jitter = Jitter.Off): TaskSchedule =
+        TaskSchedule.RepeatUntilFailure(millisOf(delay, "delay"), maxRepetitions, factor, capMillis(maxDelay), jitter)
+  given UntilFailureOfDuration.type = UntilFailureOfDuration
+
+  /** `TaskSchedule.RepeatUntilSuccess(delay: FiniteDuration, ...)`. */
+  object UntilSuccessOfDuration:
+    extension (untilSuccess: TaskSchedule.RepeatUntilSuccess.type)
+      /** `RepeatUntilSuccess` waiting `delay` after each failed run (growing by `factor`, capped
+        * by `maxDelay`): `TaskSchedule.RepeatUntilSuccess(100.millis, maxRepetitions = 8, factor = 2)`.
+        */
+      def apply(delay: FiniteDuration, maxRepetitions: Long = 0, factor: Double = 1, maxDelay: Duration = Duration.Inf, jitter: Jitter = Jitter.Off): TaskSchedule =
+        TaskSchedule.RepeatUntilSuccess(millisOf(delay, "delay"), maxRepetitions, factor, capMillis(maxDelay), jitter)
+  given UntilSuccessOfDuration.type = UntilSuccessOfDuration
+
+  /** A maximum delay in milliseconds: `Duration.Inf` is no cap (`Long.MaxValue`). */
+  private def capMillis(maxDelay: Duration): Long = maxDelay match
+    case d: FiniteDuration => millisOf(d, "maxDelay")
+    case Duration.Inf      => Long.MaxValue
+    case other             => throw IllegalArgumentException(s"requirement failed: maxDelay was $other, must be finite or Duration.Inf")
+
   private def checkBackoff(millis: Long, factor: Double, maxDelay: Long): Unit =
     check(millis >= 0, s"delay was $millis ms, must be >= 0")
     check(factor >= 1 && !factor.isInfinite, s"backoff factor was $factor, must be >= 1")

@@ -2,6 +2,7 @@ package asyncpipe.async
 
 import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue, CountDownLatch}
 import java.util.concurrent.atomic.{AtomicInteger, AtomicReference}
+import scala.concurrent.duration.{Duration, DurationInt, DurationLong}
 import scala.util.{Random, Success, Try}
 import munit.Location
 import Support.*
@@ -384,6 +385,54 @@ abstract class TaskBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
     intercept[IllegalArgumentException](Jitter.Percent(101))
     intercept[IllegalArgumentException](Jitter.Spread(-1))
     intercept[IllegalArgumentException](Scheduling(deadlineMillis = Some(-1)))
+
+  // ---------------------------------------------------------------------------------------------
+  // Durations: every schedule in milliseconds also takes FiniteDurations
+
+  test("each schedule made with durations equals the one made with their milliseconds, rounded up"):
+    assertEquals(Every(2.seconds, 3), Every(2000, 3))
+    assertEquals(Every(100.millis, jitter = Jitter.Full, overrun = Overrun.RunLate), Every(100, 0, Jitter.Full, Overrun.RunLate))
+    assertEquals(ExponentialBackoff(50.millis, 3, 5, maxDelay = 1.second), ExponentialBackoff(50, 3, 5, maxDelayMillis = 1000))
+    assertEquals(ExponentialBackoff(50.millis), ExponentialBackoff(50), "Duration.Inf is no cap, as maxDelayMillis's default")
+    assertEquals(RepeatUntilFailure(1.second, maxRepetitions = 10), RepeatUntilFailure(1000, maxRepetitions = 10))
+    assertEquals(
+      RepeatUntilSuccess(100.millis, maxRepetitions = 8, factor = 2, maxDelay = 5.seconds, jitter = Jitter.Equal),
+      RepeatUntilSuccess(100, 8, 2, 5000, Jitter.Equal))
+    assertEquals(RepeatUntilSuccess(1500.micros), RepeatUntilSuccess(2), "1.5 ms rounds up to 2 ms: a delay is never shorter")
+    assertEquals(RepeatUntilSuccess(1.nanosecond), RepeatUntilSuccess(1))
+    assertEquals(RepeatUntilFailure(0.seconds), RepeatUntilFailure(0))
+    assertEquals(Jitter.Spread(250.millis), Jitter.Spread(250))
+    assertEquals(Jitter.Off(2.seconds, Random(1)), 2000.millis)
+    assertEquals(Jitter.Full(1500.micros, Random(5)), Jitter.Full(2, Random(5)).millis)
+    assertEquals(Scheduling().withDeadline(1.minute).deadlineMillis, Some(60_000L))
+
+  test("a schedule made with durations runs as the one in milliseconds: RepeatUntilSuccess(50.millis) waits at least 50 ms between runs"):
+    val failures = Failures()
+    val o = scheduled(RepeatUntilSuccess(50.millis, maxRepetitions = 3))(i => if i < 3 then throw failures(i) else i)
+    assertEquals(o.result, Success(3))
+    assertEquals(o.runs, 3)
+    o.gaps.foreach(g => assertAtLeast("a gap", g, 49))
+
+  test("Clock.sleep of a duration moves a virtual clock by its milliseconds, rounded up"):
+    val clock = Clock.Virtual()
+    Async.blocking:
+      clock.sleep(1500.micros)
+      assertEquals(clock.nanoTime(), 2_000_000L)
+      clock.sleep(3.seconds)
+      assertEquals(clock.nanoTime(), 3_002_000_000L)
+
+  test("a duration that breaks a rule is refused where it is made, with a message naming it"):
+    def refused(expected: String)(make: => Any)(using Location): Unit =
+      val e = intercept[IllegalArgumentException](make)
+      assert(e.getMessage.contains(expected), s"the message '${e.getMessage}' does not name '$expected'")
+    refused("period was 0 seconds, must be > 0")(Every(0.seconds))
+    refused("period was -1 seconds, must be > 0")(Every(-1.second))
+    refused("delay was -5 milliseconds, must be >= 0")(ExponentialBackoff(-5.millis))
+    refused("maxDelay was Duration.MinusInf")(RepeatUntilSuccess(10.millis, maxDelay = Duration.MinusInf))
+    refused("maxDelay was -1 seconds")(RepeatUntilFailure(10.millis, maxDelay = -1.second))
+    refused("jitter spread was -2 milliseconds")(Jitter.Spread(-2.millis))
+    refused("deadline was -1 minutes")(Scheduling().withDeadline(-1.minute))
+    refused("backoff factor was 0.5")(RepeatUntilSuccess(10.millis, factor = 0.5))
 
 class TaskOnVirtualThreads extends TaskBehaviour(Runtime.VirtualThreads)
 class TaskOnPlatformThreads extends TaskBehaviour(Runtime.PlatformThreads)

@@ -1,7 +1,8 @@
 package asyncpipe.async
 
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue, CountDownLatch, TimeUnit, TimeoutException}
-import java.util.concurrent.atomic.AtomicReference
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicReference}
+import scala.concurrent.duration.{DurationInt, DurationLong}
 import scala.util.Success
 import Support.*
 
@@ -156,6 +157,102 @@ abstract class TimerBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog
     Async.blocking:
       val f = Future(withTimeout(100)(never.future.value))
       failureOf[TimeoutException](f.result)
+
+  // ---------------------------------------------------------------------------------------------
+  // withTimeoutOption
+
+  test("withTimeoutOption gives Some of the value of a body that finishes in time"):
+    Async.blocking:
+      assertEquals(withTimeoutOption(Patience)(1 + 1), Some(2))
+      assertEquals(withTimeoutOption(Patience.millis)("a"), Some("a"))
+      assertEquals(Future(withTimeoutOption(Patience) { sleep(10); 3 }).value, Some(3))
+
+  test("withTimeoutOption passes the body's own exception through"):
+    val e = IllegalStateException("from the body")
+    Async.blocking:
+      val thrown = intercept[IllegalStateException](withTimeoutOption[Int](Patience.millis)(throw e))
+      assert(thrown eq e)
+
+  test("withTimeoutOption gives None once the timed-out body was cancelled and its thread has ended"):
+    val never = Promise[Int]()
+    val thread = AtomicReference[Thread]()
+    val cleanedUp = AtomicBoolean(false)
+    Async.blocking:
+      val t0 = System.nanoTime()
+      val r = withTimeoutOption(100.millis):
+        thread.set(Thread.currentThread())
+        try never.future.value
+        finally cleanedUp.set(true)
+      val elapsed = millisSince(t0)
+      assertEquals(r, None)
+      assert(elapsed >= 95, s"a 100 ms timeout fired after $elapsed ms")
+      assert(cleanedUp.get, "withTimeoutOption returned before the body's clean-up")
+      assert(!thread.get.isAlive, "the timed-out body's thread outlived withTimeoutOption")
+      assert(!Thread.currentThread().isInterrupted, "withTimeoutOption left the caller's interrupt flag set")
+    assertEquals(never.listenerCount, 0, "the cancelled body left its listener on the promise")
+
+  test("a read timed out by withTimeoutOption takes nothing: the value sent later goes to the next reader"):
+    val ch = BufferedChannel[Int](1)
+    Async.blocking:
+      assertEquals(withTimeoutOption(50.millis)(ch.read()), None)
+      ch.send(7)
+      assertEquals(ch.tryRead(), Some(Success(7)))
+
+  test("a cancel of the caller of withTimeoutOption cancels the body and awaits its end"):
+    val started = CountDownLatch(1)
+    val cleanedUp = AtomicBoolean(false)
+    val caller = AtomicReference[Thread]()
+    val body = AtomicReference[Thread]()
+    Async.blocking:
+      val f = Future:
+        caller.set(Thread.currentThread())
+        withTimeoutOption(60.seconds):
+          body.set(Thread.currentThread())
+          started.countDown()
+          try sleep(60_000)
+          finally cleanedUp.set(true)
+      awaitLatch(started, "the body to start")
+      f.cancel()
+      join(caller.get, "the cancelled caller")
+      assertCancelledNow(f)
+      assert(cleanedUp.get, "the caller ended before the body's clean-up")
+      assert(!body.get.isAlive, "the body's thread outlived its cancelled caller")
+
+  // ---------------------------------------------------------------------------------------------
+  // Durations: every entry in milliseconds also takes a FiniteDuration
+
+  test("Timer, StartableTimer, sleep and withTimeout take durations, rounded up to whole milliseconds"):
+    assertEquals(StartableTimer(1500.micros).millis, 2L)
+    assertEquals(StartableTimer(2.seconds).millis, 2000L)
+    assertEquals(StartableTimer(0.seconds).millis, 0L)
+    assertEquals(StartableTimer(1.nanosecond).millis, 1L, "a timer of a nanosecond must not ring at once")
+    assertEquals(StartableTimer(Long.MaxValue.nanos).millis, Math.ceilDiv(Long.MaxValue, 1_000_000L))
+    assertEquals(millisOf(999_999.nanos, "d"), 1L)
+    assertEquals(millisOf(1_000_001.nanos, "d"), 2L)
+    Async.blocking:
+      val t0 = System.nanoTime()
+      assertEquals(Async.await(Timer(100.millis)), true)
+      val timerElapsed = millisSince(t0)
+      assert(timerElapsed >= 95, s"a 100 ms timer rang after $timerElapsed ms")
+      val t1 = System.nanoTime()
+      sleep(100.millis)
+      val sleepElapsed = millisSince(t1)
+      assert(sleepElapsed >= 95, s"sleep(100.millis) returned after $sleepElapsed ms")
+      assertEquals(withTimeout(Patience.millis)(5), 5)
+      val never = Promise[Int]()
+      val e = intercept[TimeoutException](withTimeout(100.millis)(never.future.value))
+      assertEquals(e.getMessage, "timed out after 100 milliseconds")
+
+  test("a negative duration is refused with a message naming it"):
+    def refused(expected: String)(make: => Any)(using munit.Location): Unit =
+      val e = intercept[IllegalArgumentException](make)
+      assert(e.getMessage.contains(expected), s"the message '${e.getMessage}' does not name '$expected'")
+    refused("timer delay was -1 seconds, must be >= 0")(Timer(-1.second))
+    refused("timer delay was -1 milliseconds")(StartableTimer(-1.milli))
+    Async.blocking:
+      refused("sleep duration was -2 seconds")(sleep(-2.seconds))
+      refused("timeout was -3 seconds")(withTimeout(-3.seconds)(1))
+      refused("timeout was -4 seconds")(withTimeoutOption(-4.seconds)(1))
 
   // ---------------------------------------------------------------------------------------------
   // One scheduler, not one thread per timer
