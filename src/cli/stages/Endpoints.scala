@@ -113,6 +113,12 @@ trait Output:
       m.receipt.nn.ack()
   /** The input has ended: hand on everything, then release the endpoint (or pass the end on). */
   def finish()(using Async): Unit
+  /** The flow failed (an input, another output, another stage of `run`): hand on what was
+    * written, as `finish` (no frame written is lost), but end so that the reader can tell the
+    * stream from a complete one where the endpoint can say so (a connection resets rather than
+    * closing cleanly). The exit status says it for the others.
+    */
+  def finishFailed()(using Async): Unit = finish()
   /** Releases the endpoint after a failure, without waiting for anything. */
   def abort(): Unit
   /** What the user must be told once the output has finished, a warning a line on stderr. */

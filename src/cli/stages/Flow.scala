@@ -43,7 +43,13 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
   // One StageOptions for reporting: Stages gives every stage the same stats flags.
   private val json = stages.head.options.statsJson
   private val tell = Diagnostics(io.err, json)
-  private val control = FlowEnding(tell)
+  // In `run`, an endpoint's failure names its stage: "stage 2: file:x: ...".
+  private val stageOf: java.util.IdentityHashMap[AnyRef, Int] =
+    val m = java.util.IdentityHashMap[AnyRef, Int]()
+    if chained && stages.size > 1 then
+      for (s, k) <- stages.zipWithIndex; e <- s.inputs ++ s.outputs do m.put(e, k + 1)
+    m
+  private val control = FlowEnding(tell, e => if stageOf.containsKey(e) then s"stage ${stageOf.get(e)}: " else "")
   private val watches = ConcurrentLinkedQueue[ReaderWatch]()
   private val stats = StatsReporter(stages.flatMap(_.inputs), stages.flatMap(_.outputs), stages.head.options, io.err, tell)
 
@@ -236,7 +242,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
           guarded { output.write(m); if waited then output.idle() }
         else pacer.pass(m)((piece, waited) => if ok then guarded { output.write(piece); if waited then output.idle() })
       else m.release()
-    guarded(output.finish())
+    guarded(if control.hasFailed then output.finishFailed() else output.finish())
 
 object Flow:
   /** Whether `e` is a cancellation: the flow stopping a party, not a failure of an endpoint. */
@@ -366,7 +372,7 @@ object Flow:
     /** Hands on everything written and releases the output (after `halt`). */
     def finish()(using Async): Unit =
       if ok then
-        try output.finish()
+        try if control.hasFailed then output.finishFailed() else output.finish()
         catch case e: Exception if !cancelled(e) => failed(e)
 
     private def failed(e: Exception): Unit =
@@ -398,7 +404,8 @@ object Flow:
     def lost(): Boolean = working.decrementAndGet() == 0
 
   /** The shared state of a flow's ending: the stop, errors, and the status they make. */
-  private final class FlowEnding(tell: Diagnostics):
+  /** @param where what a failure of endpoint `e` is prefixed with: its stage in `run` */
+  private final class FlowEnding(tell: Diagnostics, where: AnyRef => String):
     val stopped: Promise[Unit] = Promise[Unit]()
     @volatile private var ending: Option[StopReason] = None
     private val errors = ConcurrentLinkedQueue[CliError]()
@@ -428,11 +435,23 @@ object Flow:
       errors.add(error)
       stop(StopReason.Failed(error))
 
+    /** `error` of endpoint `e`, its subject prefixed with where `e` is (its stage in `run`). */
+    private def named(e: AnyRef, error: CliError): CliError =
+      val at = where(e)
+      if at.isEmpty then error
+      else error match
+        case CliError.Runtime(subject, reason) => CliError.Runtime(at + subject, reason)
+        case CliError.Expired(subject, reason) => CliError.Expired(at + subject, reason)
+        case other                             => other
+
+    /** An input or output failed: the flow ends with an error, not as a complete stream. */
+    def hasFailed: Boolean = !errors.isEmpty
+
     /** Reports how an input's pump ended, if it failed (a cancellation is the flow stopping it). */
     def inputEnded(input: Input, outcome: Try[Unit]): Unit =
       input.endNotes.foreach(tell.warning)
       outcome match
-        case Failure(e) if !cancelled(e) => failed(EndpointFailure(input.address.render, "read", e))
+        case Failure(e) if !cancelled(e) => failed(named(input, EndpointFailure(input.address.render, "read", e)))
         case _                           => ()
 
     /** The reader of `output` went away while it was idle: as a write that met EPIPE. */
@@ -452,7 +471,7 @@ object Flow:
       val pipe = e match
         case io: IOException => OwnedOutput.isBrokenPipe(io)
         case _               => false
-      val error = EndpointFailure(output.name, "write", e)
+      val error = named(output, EndpointFailure(output.name, "write", e))
       val last = group.lost()
       if group.policy == OutputError.Exit || last then
         if pipe then stop(StopReason.PipeClosed) else failed(error)

@@ -460,6 +460,20 @@ final class ConnectOutput(address: StreamSocketAddress, options: StageOptions, s
         case Sockets.Lingered.TimedOut(n) =>
           notes = s"asyncpipe: ${address.render}: every frame was sent, but the peer did not close within ${Durations.render(address.settings.linger)} (linger)${if n > 0 then s"; it sent $n bytes, dropped" else ""}" :: notes
 
+  // Every frame written goes out, then a reset (TCP, TLS), which the peer reads as an error, not
+  // as the end of a complete stream (a Unix socket has no reset: it closes).
+  override def finishFailed()(using Async): Unit =
+    val c = conn.nn
+    if shared != null then finish()
+    else
+      try
+        writer.nn.flush()
+        out.nn.flush()
+      catch case e: IOException => throw Sockets.failure(address, "write", e)
+      finally
+        c.resetOnClose()
+        c.close()
+
   def abort(): Unit =
     val c = conn
     if c != null && shared == null then c.close()

@@ -524,6 +524,18 @@ class SocketE2ETest extends munit.FunSuite with Watchdog:
     assertEquals(r.exit(), ExitCode.Usage, r.err)
     assert(r.err.contains("did you mean 'once'?"), r.err)
 
+  e2e.test("run: a truncated --frame len input in the middle stage fails the pipeline (exit 1 naming stage 2 and why); the tcp: sink's peer reads a reset, not a clean end"): env =>
+    val py = env.python(ReadToEnd)
+    val port = py.line("the server's port").toInt
+    val good = env.write("good.txt", (1 to 100).map(i => s"line $i\n").mkString)
+    // One whole len frame, then one that promises 5 bytes and has 2.
+    val truncated = env.write("truncated.bin", Array[Byte](0, 0, 0, 3, 'a', 'b', 'c', 0, 0, 0, 5, 'a', 'b'))
+    val r = env.startCommand(ap("run", s"file:$good | mux --frame len --in file:$truncated | tcp:127.0.0.1:$port"))
+    assertEquals(r.exit(), ExitCode.Runtime, r.err)
+    assert(r.err.startsWith(s"asyncpipe: stage 2: file:$truncated: the stream ended inside a len frame"), r.err)
+    val end = py.line("how the stream ended")
+    assert(end.startsWith("reset after "), s"the peer saw a complete stream: $end")
+
   e2e.test("a peer that resets the connection mid-stream on a sink: exit 1, stderr names the address and the write"): env =>
     val py = env.python(ResetAfter, "1000000")
     val port = py.line("the server's port").toInt
@@ -981,6 +993,25 @@ object SocketE2ETest:
       |c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
       |c.close()
       |print("reset after %d" % got)
+      |""".stripMargin
+
+  /** Prints its port; accepts one connection and reads it to its end: prints "end after B bytes"
+    * for a clean end (FIN), "reset after B bytes" for a reset.
+    */
+  val ReadToEnd: String =
+    """import socket
+      |s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+      |print(s.getsockname()[1])
+      |c, _ = s.accept()
+      |got = 0
+      |try:
+      |    while True:
+      |        b = c.recv(1 << 16)
+      |        if not b: break
+      |        got += len(b)
+      |    print("end after %d bytes" % got)
+      |except ConnectionResetError:
+      |    print("reset after %d bytes" % got)
       |""".stripMargin
 
   /** argv: N. Prints its port; accepts one connection (a small receive buffer) and reads nothing
