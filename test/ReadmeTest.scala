@@ -26,6 +26,18 @@ class ReadmeTest extends munit.FunSuite:
       s"$sum $picked"
     assertEquals(report, "5050 b")
 
+  test("README: the parallelism snippet keeps input order, reads the values before the error, and times out"):
+    import scala.concurrent.duration.*
+    val summary = Async.blocking:
+      val lengths = mapPar(2)(Seq("a", "bb", "ccc"))(s => { sleep(10.millis); s.length }) // input order
+      val lines = BufferedChannel[String](8)
+      Future { lines.send("ok"); lines.error(IllegalStateException("disk gone")) } // the producer fails
+      val first = lines.read().get // values sent before the error are still read
+      val why = lines.read().failed.get.getCause.getMessage // then the producer's error
+      val late = withTimeoutOption(20.millis)(sleep(10.seconds)) // None: cancelled after 20 ms
+      s"${lengths.mkString(",")} $first $why $late"
+    assertEquals(summary, "1,2,3 ok disk gone None")
+
   test("README: the IO snippet writes, reads back in two parts and echoes over UDP"):
     import asyncpipe.io.*
     import java.nio.file.StandardOpenOption.{CREATE, TRUNCATE_EXISTING, WRITE}
@@ -43,6 +55,6 @@ class ReadmeTest extends munit.FunSuite:
     val readme = os.read(os.Path(sys.env("ASYNCPIPE_ROOT")) / "README.md")
     val tested = os.read(os.Path(sys.env("ASYNCPIPE_ROOT")) / "test" / "ReadmeTest.scala")
     val snippets = readme.split("```scala\n").drop(1).map(_.split("```")(0)).toSeq
-    assertEquals(snippets.size, 3, "README scala snippets")
+    assertEquals(snippets.size, 4, "README scala snippets")
     for snippet <- snippets; line <- snippet.linesIterator.drop(2).map(_.trim).filter(_.nonEmpty) do // after the import
       assert(tested.contains(line), s"README line not in ReadmeTest: $line")

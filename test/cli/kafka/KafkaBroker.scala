@@ -215,7 +215,10 @@ final class KafkaBroker private (
     val a = admin
     await(s"creating topic $name", a.createTopics(java.util.List.of(NewTopic(name, partitions, 1.toShort))).all)
     val deadline = System.nanoTime() + OpBound.toNanos
-    while !partitionsOf(name).forall(_._2) do
+    // Right after it is made, describing the topic can fail for a moment ("This server does not
+    // host this topic-partition"): asked again until the deadline.
+    def led = try partitionsOf(name).forall(_._2) catch case _: munit.FailException if System.nanoTime() < deadline => false
+    while !led do
       if System.nanoTime() > deadline then fail(s"topic $name: partitions without a leader after $OpBound")
       LockSupport.parkNanos(20_000_000)
 

@@ -1003,10 +1003,14 @@ object SocketE2ETest:
       |s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
       |print(s.getsockname()[1])
       |c, _ = s.accept()
-      |got = 0
+      |""".stripMargin + ReadsConnectionToItsEnd
+
+  /** Reads connection `c` to its end; prints "end after B bytes" (FIN) or "reset after B bytes". */
+  private def ReadsConnectionToItsEnd: String =
+    """got = 0
       |try:
       |    while True:
-      |        b = c.recv(1 << 16)
+      |        b = c.recv(1 << 20)
       |        if not b: break
       |        got += len(b)
       |    print("end after %d bytes" % got)
@@ -1028,16 +1032,7 @@ object SocketE2ETest:
       |c.recv(int(sys.argv[1]) + 1, socket.MSG_PEEK | socket.MSG_WAITALL)
       |print("part of the long line is here")
       |sys.stdin.readline()
-      |got = 0
-      |try:
-      |    while True:
-      |        b = c.recv(1 << 20)
-      |        if not b: break
-      |        got += len(b)
-      |    print("end after %d bytes" % got)
-      |except ConnectionResetError:
-      |    print("reset after %d bytes" % got)
-      |""".stripMargin
+      |""".stripMargin + ReadsConnectionToItsEnd
 
   /** Prints its port; accepts one connection, waits until its 100 bytes are there, reads one and
     * closes with the other 99 unread (the kernel then resets the connection).
