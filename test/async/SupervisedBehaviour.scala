@@ -299,6 +299,20 @@ abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
         catch case t: StackOverflowError => t
       assert(thrown eq e, s"the scope threw $thrown")
 
+  test("a break out of the body reaches a boundary outside the scope, after the children were cancelled"):
+    val ended = AtomicInteger(0)
+    val d = AtomicReference[Child]()
+    Async.blocking:
+      val r = scala.util.boundary:
+        Async.supervised:
+          d.set(daemon("a daemon", ended)(Promise[Int]().future.value))
+          d.get.awaitParked()
+          scala.util.boundary.break("broke out")
+          "body"
+      assertEquals(r, "broke out")
+      assertEquals(ended.get, 1)
+    assertCancelledWhileParked(d.get)
+
   test("a cancel of the enclosing future cancels the supervised scope and everything in it"):
     val ended = AtomicInteger(0)
     val children = AtomicReference[Seq[Child]]()
