@@ -17,6 +17,10 @@ import Support.*
 abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
   given Runtime = runtime
 
+  // The simultaneous-failure loop grows with ASYNCPIPE_STRESS: so does its bound.
+  override def watchdog = scala.concurrent.duration.Duration(30L * SupervisedBehaviour.Factor, java.util.concurrent.TimeUnit.SECONDS)
+  override def munitTimeout = watchdog + scala.concurrent.duration.Duration(10, java.util.concurrent.TimeUnit.SECONDS)
+
   /** A child (or a body) of a test: its thread, when it started, what ended it. */
   private final class Child(val name: String):
     val started = CountDownLatch(1)
@@ -42,7 +46,7 @@ abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
   /** The body of a child that parks in `park`, recording how it ended; its `finally` lingers,
     * then counts the end in `ended`.
     */
-  private def parking(c: Child, ended: AtomicInteger)(park: Async ?=> Any)(using Async): Any =
+  private def parking(c: Child, ended: AtomicInteger, lingering: Long = 20)(park: Async ?=> Any)(using Async): Any =
     c.thread.set(Thread.currentThread())
     c.started.countDown()
     try park
@@ -51,13 +55,13 @@ abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
         c.thrown.set(e)
         throw e
     finally
-      linger()
+      linger(lingering)
       ended.incrementAndGet()
 
   /** A daemon child of the supervised scope that parks in `park`. */
-  private def daemon(name: String, ended: AtomicInteger)(park: Async ?=> Any)(using Supervised): Child =
+  private def daemon(name: String, ended: AtomicInteger, lingering: Long = 20)(park: Async ?=> Any)(using Supervised): Child =
     val c = Child(name)
-    c.future = Future(parking(c, ended)(park))
+    c.future = Future(parking(c, ended, lingering)(park))
     c
 
   /** A user child of the supervised scope that parks in `park`. */
@@ -90,6 +94,35 @@ abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
       val thrown = intercept[IllegalStateException](Async.supervised[Int](throw e))
       assert(thrown eq e, s"Async.supervised rethrew $thrown, not the body's exception object")
       noneSuppressed(thrown)
+
+  test("the Scaladoc examples of Async.supervised, Future.user and Future.detached run as described"):
+    val audits = AtomicInteger(0)
+    val uploads = AtomicInteger(0)
+    def heartbeat()(using Async): Unit = while true do sleep(1000) // until the scope cancels it
+    def writeAudit(): Unit = audits.incrementAndGet()
+    def fetch(s: String): String = s.toUpperCase
+    def upload(file: String): Unit = uploads.incrementAndGet()
+    def flushForever(log: String)(using Async): Unit = while true do sleep(1000)
+    val file = "f"
+    val log = "l"
+    Async.blocking:
+      val page = Async.supervised:
+        Future(heartbeat())                    // daemon: cancelled when the scope ends
+        val audit = Future.user(writeAudit())  // user: awaited before the scope returns
+        val a = Future(fetch("a"))             // if this fails, everything is cancelled
+        val b = Future(fetch("b"))
+        a.value ++ b.value                     // and the scope throws a's failure
+      assertEquals(page, "AB")
+      assertEquals(audits.get, 1)
+      val queued = Async.supervised:
+        Future.user(upload(file)) // the scope returns after the upload, or throws its failure
+        "queued"
+      assertEquals(queued, "queued")
+      assertEquals(uploads.get, 1)
+      val flusher = Future.detached(flushForever(log)) // keeps running after this scope ends
+      assert(!flusher.isCompleted)
+      flusher.cancel()                                // its holder's job
+      assertCancelled(flusher.result)
 
   test("the body holds a Supervised capability, runs on a thread of the runtime, and Future { } in it is a daemon child"):
     Async.blocking:
@@ -427,7 +460,7 @@ abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
       val thrown = intercept[RuntimeException]:
         Async.blocking:
           Async.supervised:
-            parked.set(daemon("a parked sibling", ended)(SyncChannel[Int]().read()))
+            parked.set(daemon("a parked sibling", ended, lingering = 1)(SyncChannel[Int]().read()))
             parked.get.awaitParked() // else the cancel may come before it starts: it would never run
             val f1 = Future[Unit] { barrier.await(); throw e1 }
             val f2 = Future.user[Unit] { barrier.await(); throw e2 }
@@ -508,8 +541,10 @@ abstract class SupervisedBehaviour(runtime: Runtime) extends munit.FunSuite, Wat
     assertEquals(ran.get, 0, "a future of an ended supervised scope ran")
 
 object SupervisedBehaviour:
-  /** Rounds of the simultaneous-failure loop: 200, times `ASYNCPIPE_STRESS` (default 1). */
-  val Rounds: Int = 200 * sys.env.get("ASYNCPIPE_STRESS").flatMap(_.trim.toIntOption).filter(_ >= 1).getOrElse(1)
+  /** The stress multiplier: `ASYNCPIPE_STRESS`, default 1. */
+  val Factor: Int = sys.env.get("ASYNCPIPE_STRESS").flatMap(_.trim.toIntOption).filter(_ >= 1).getOrElse(1)
+  /** Rounds of the simultaneous-failure loop: 200 times `Factor` (about a second per runtime). */
+  val Rounds: Int = 200 * Factor
 
 class SupervisedOnVirtualThreads extends SupervisedBehaviour(Runtime.VirtualThreads)
 class SupervisedOnPlatformThreads extends SupervisedBehaviour(Runtime.PlatformThreads)
