@@ -74,6 +74,43 @@ object Async:
       inner.cancelAndAwait()
       outer.group.remove(inner)
 
+  /** Runs `body` in a nested '''supervised''' scope: the first of its futures to fail cancels the
+    * others and the body, and the scope rethrows that failure once all have ended.
+    *
+    *   - `Future { ... }` in `body` starts a '''daemon''' child: cancelled (and awaited) when the
+    *     body and every user child have completed, as in `Async.group`.
+    *   - `Future.user { ... }` starts a '''user''' child: the scope returns only once it has
+    *     completed, as the body must.
+    *   - A child (either kind) or the body that ends with an exception of its own fails the scope:
+    *     the body and every other child are cancelled, and once every one has ended the scope
+    *     throws that first failure, with the failures that came after it attached as suppressed.
+    *     A future ended by its `cancel()`, and a cancellation that the scope's own cancel caused,
+    *     are not failures. Once the body and every user child have completed, a daemon's failure
+    *     no longer counts: the daemons are being cancelled.
+    *   - A cancel of the enclosing scope cancels everything inside; the scope then throws
+    *     `CancellationException` (or a failure that came first).
+    *   - Supervision is the scope's: a future started inside a child's body or an inner
+    *     `Async.group` belongs to that scope, unsupervised; open `Async.supervised` there.
+    *     Futures that library code starts with the scope's `Async` (`Task.run`) are children too;
+    *     start futures whose failures you handle yourself in an inner `Async.group`.
+    *
+    * The body runs on a new thread of the runtime, as a future of the scope, while the calling
+    * thread waits (so the supervisor can cancel it as it cancels any child); its thread-locals
+    * are not the caller's. The only way for a future to outlive its scope is `Future.detached`.
+    *
+    * {{{
+    * Async.blocking:
+    *   val page = Async.supervised:
+    *     Future(heartbeat())                    // daemon: cancelled when the scope ends
+    *     val audit = Future.user(writeAudit())  // user: awaited before the scope returns
+    *     val a = Future(fetch("a"))             // if this fails, everything is cancelled
+    *     val b = Future(fetch("b"))
+    *     a.value ++ b.value                     // and the scope throws a's failure
+    * }}}
+    * See [[Supervised]] and `doc/adr/0027-supervised-scopes.md`.
+    */
+  def supervised[T](body: Supervised ?=> T)(using outer: Async): T = Supervision.run(body)
+
   def await[T](src: Source[T])(using async: Async): T = async.await(src)
 
   def current(using async: Async): Async = async

@@ -56,8 +56,39 @@ trait Future[+T] extends Async.OriginalSource[Try[T]], Cancellable:
   def transform[U](f: Try[T] => Try[U]): Future[U]
 
 object Future:
-  /** Starts `body` now, on a new thread of the scope's runtime, as a member of the scope. */
-  def apply[T](body: Async ?=> T)(using async: Async): Future[T] = RunnableFuture.start(body)
+  /** Starts `body` now, on a new thread of the scope's runtime, as a member of the scope (in an
+    * `Async.supervised` body, a daemon child: see [[Async.supervised]]).
+    */
+  def apply[T](body: Async ?=> T)(using async: Async): Future[T] = async match
+    case scope: Supervised => Supervision.start(scope, body, user = false)
+    case _                 => RunnableFuture.start(body)
+
+  /** Starts `body` now as a '''user''' child of the enclosing [[Async.supervised]] scope: the
+    * scope returns only once it has completed; if it fails, the scope fails. Call it in the
+    * supervised body itself: in a nested scope (an `Async.group`, a child's body) it throws
+    * `IllegalStateException` (a compile error outside any supervised scope).
+    * {{{
+    * Async.supervised:
+    *   Future.user(upload(file)) // the scope returns after the upload, or throws its failure
+    *   "queued"
+    * }}}
+    */
+  def user[T](body: Async ?=> T)(using scope: Supervised, here: Async): Future[T] =
+    if here ne scope then
+      throw IllegalStateException("Future.user was called in a scope nested in the supervised one (an Async.group, a future's body); call it in the Async.supervised body itself, or open Async.supervised in the nested scope")
+    Supervision.start(scope, body, user = true)
+
+  /** Starts `body` now, on a new thread of the calling scope's runtime, as a member of '''no'''
+    * scope: the one way for a future to outlive the scope that started it. Nothing cancels it
+    * or waits for it but its holder (`cancel()`, `result`); its failure reaches only those who
+    * await it; its own futures end with its body, as for every future.
+    * {{{
+    * val flusher = Future.detached(flushForever(log)) // keeps running after this scope ends
+    * ...
+    * flusher.cancel()                                // its holder's job
+    * }}}
+    */
+  def detached[T](body: Async ?=> T)(using async: Async): Future[T] = Supervision.detached(body, async.runtime)
 
   /** A future that is already complete. */
   def now[T](result: Try[T]): Future[T] = CoreFuture[T](result)
