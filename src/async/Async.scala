@@ -123,6 +123,37 @@ object Async:
   /** `race` that tells which side won. */
   def either[A, B](a: Source[A], b: Source[B]): Source[Either[A, B]] = race(a.map(Left(_)), b.map(Right(_)))
 
+  /** Waits for the first branch whose source delivers, takes that one value (exactly once: a
+    * losing branch took nothing, as in `race`) and returns what its handler (`source.handle(f)`)
+    * returns, run on this thread. A timer in a losing branch is cancelled: it leaves nothing.
+    * {{{
+    * Async.blocking:
+    *   val said = Async.select(
+    *     replies.canRead.handle(r => s"reply ${r.get}"),
+    *     Timer(1.second).handle(_ => "no reply within a second")
+    *   )
+    * }}}
+    */
+  def select[R](branches: SelectCase[R]*)(using Async): R = Select.select(branches)
+
+  /** `select` that does not wait (Go's `default`): the handler of a branch that has a value now
+    * (the first ready one, in the order given), else `otherwise`. Nothing is taken from a source
+    * that is not ready.
+    * {{{
+    * val next = Async.selectNow(jobs.canRead.handle(_.get))(otherwise = idleJob)
+    * }}}
+    */
+  def selectNow[R](branches: SelectCase[R]*)(otherwise: => R): R = Select.selectNow(branches, otherwise)
+
+  /** `select` within `limit`: `Some` of the winning branch's result, or `None` if no branch
+    * delivered in time (then nothing was taken from any source); its timer is cancelled either way.
+    * {{{
+    * Async.selectWithin(200.millis)(acks.canRead.handle(_.get)) // None: no ack within 200 ms
+    * }}}
+    */
+  def selectWithin[R](limit: scala.concurrent.duration.FiniteDuration)(branches: SelectCase[R]*)(using Async): Option[R] =
+    Select.selectWithin(limit, branches)
+
   // ---------------------------------------------------------------------------------------------
   // Waiting
 
