@@ -45,7 +45,9 @@ import scala.util.Try
   * and the value of every sender that was blocked at the close, then see
   * `Failure(ChannelClosedException)`. Those senders complete as they would have without the
   * close: once a reader takes their value (rendezvous) or makes room for it (buffered). Readers blocked on an
-  * empty channel wake with that failure. See `doc/adr/0006-channel-close-and-interruption.md`.
+  * empty channel wake with that failure. `error(cause)` is the same close with a failure that
+  * readers see after the values (`ChannelClosedException` with that cause); `cancel()` drops what
+  * was not read. See `doc/adr/0006-channel-close-and-interruption.md`.
   */
 trait SendableChannel[-T]:
   /** Sends `x`, blocking while the channel has no room (see the kinds above).
@@ -96,7 +98,22 @@ trait Channel[T] extends SendableChannel[T], ReadableChannel[T], java.io.Closeab
     * }}}
     */
   def error(cause: Throwable): Unit
-  /** The cause given to `error`, once the channel ended with one; None while open or after `close()`. */
+  /** A consumer gives up: closes the channel with a [[ChannelCancelledException]] (if nothing
+    * ended it before: else that ending stays) and discards what was sent and not yet read:
+    * buffered values, and the values of senders blocked at that moment, which return as if their
+    * value was taken. Readers then read `Failure(ChannelClosedException)` with that cause, at once;
+    * a send after it throws. A reader taking a value at the very moment of the cancel may still
+    * get it; no value is read twice.
+    * {{{
+    * val ch = BufferedChannel[Int](4)
+    * ch.send(1); ch.cancel()
+    * ch.read()  // Failure(ChannelClosedException(cause = ChannelCancelledException)): 1 was dropped
+    * }}}
+    */
+  def cancel(): Unit
+  /** The cause given to `error`, or the [[ChannelCancelledException]] of `cancel`, once the
+    * channel ended with one; None while open or after `close()`.
+    */
   def closeCause: Option[Throwable]
   /** True once `close()` or `error` has been called. */
   def isClosed: Boolean
@@ -112,6 +129,9 @@ trait Channel[T] extends SendableChannel[T], ReadableChannel[T], java.io.Closeab
   */
 final class ChannelClosedException(cause: Throwable | Null = null)
     extends Exception(if cause == null then "channel closed" else s"channel closed with an error: $cause", cause)
+
+/** The cause of a channel's end by `cancel()`: a consumer gave up, and what was left was dropped. */
+final class ChannelCancelledException extends java.util.concurrent.CancellationException("the channel was cancelled: what was not read was dropped")
 
 /** A rendezvous channel: every send waits for its reader. */
 trait SyncChannel[T] extends Channel[T]

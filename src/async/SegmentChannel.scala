@@ -773,6 +773,19 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     if cause == null then throw NullPointerException("error(null): a channel's error needs a cause")
     end(cause)
 
+  def cancel(): Unit =
+    end(ChannelCancelledException())
+    // Take and drop what was sent before: buffered values, and the values of senders parked at
+    // this moment (which then return, as sent). A None is a sender between its claim of a cell and
+    // its deposit, or a listener deciding on the head: either ends in a moment (no sender starts
+    // now), so it is looked at again.
+    var drained = false
+    while !drained do
+      canRead.poll() match
+        case Some(Failure(_)) => drained = true
+        case Some(_)          => ()
+        case None             => SegmentChannel.spinWait()
+
   def closeCause: Option[Throwable] = ending match
     case t: Throwable => Some(t)
     case _            => None

@@ -108,6 +108,65 @@ abstract class ChannelErrorBehaviour(runtime: Runtime) extends munit.FunSuite, W
             case None    => reads.foreach(assertPlainClosed(_, s"round $round"))
         }
 
+  for kind <- ChannelKind.all do
+    test(s"$kind: cancel drops what was not read: readers read the cancel at once, sends after it fail, parked readers wake"):
+      val ch = kind.make[Int]()
+      Async.blocking {
+        for i <- 0 until kind.room.min(5) do ch.send(i)
+        ch.cancel()
+        assert(ch.isClosed)
+        ch.closeCause match
+          case Some(c: ChannelCancelledException) => assertErrorRead(ch.read(), c, "the read after the cancel")
+          case other                              => fail(s"closeCause after cancel: $other")
+        assertErrorRead(Try(ch.send(9)), ch.closeCause.get, "a send after the cancel")
+        val parked = kind.make[Int]()
+        val (reader, readerStarted) = started(parked.read())
+        readerStarted.await()
+        parked.cancel()
+        assert(reader.await.flatten.isFailure, "a parked reader did not wake with the cancel")
+        val closed = kind.make[Int]()
+        if kind.room > 0 then closed.send(1)
+        closed.close()
+        closed.cancel() // after a close: drops the rest, the ending stays a plain close
+        assertEquals(closed.closeCause, None)
+        assertPlainClosed(closed.read(), "cancel after close")
+      }
+
+  for kind <- ChannelKind.all if kind.sendCanBlock do
+    test(s"$kind: senders blocked at a cancel return; their values are dropped"):
+      val ch = kind.make[Int]()
+      Async.blocking {
+        for i <- 0 until kind.room do ch.send(i)
+        val sent = java.util.concurrent.atomic.AtomicReference[Try[Unit]]()
+        val sender = Thread.ofPlatform().start(() => sent.set(Try(Async.blocking(ch.send(100)))))
+        Support.awaitBlocked(sender)
+        ch.cancel()
+        assert(sender.join(java.time.Duration.ofMillis(Support.Patience)), "the blocked sender did not return")
+        assertEquals(sent.get, Success(()))
+        assert(ch.read().isFailure, "a value was left after the cancel")
+      }
+
+  for kind <- ChannelKind.all do
+    test(s"$kind: a cancel while senders and a reader run: every value read once at most, every thread ends (${100 * stress} rounds)"):
+      for round <- 1 to 100 * stress do
+        val ch = kind.make[Int]()
+        val read = java.util.concurrent.ConcurrentLinkedQueue[Int]()
+        val senders = (0 until 2).map { k =>
+          Thread.ofPlatform().start(() =>
+            try Async.blocking(for i <- 0 until 200 do ch.send(k * 1000 + i))
+            catch case _: ChannelClosedException => ())
+        }
+        val reader = Thread.ofPlatform().start(() =>
+          Async.blocking(Iterator.continually(ch.read()).takeWhile(_.isSuccess).foreach(v => read.add(v.get))))
+        java.util.concurrent.locks.LockSupport.parkNanos(java.util.concurrent.ThreadLocalRandom.current().nextLong(200_000))
+        ch.cancel()
+        for t <- senders :+ reader do assert(t.join(java.time.Duration.ofMillis(Support.Patience)), s"round $round: $t did not end after the cancel")
+        val got = scala.jdk.CollectionConverters.IteratorHasAsScala(read.iterator()).asScala.toSeq
+        assertEquals(got.distinct.size, got.size, s"round $round: a value was read twice")
+        for k <- 0 until 2 do
+          val mine = got.filter(_ / 1000 == k)
+          assertEquals(mine, mine.sorted, s"round $round: sender $k's values out of order")
+
   test("multiplexer: a publisher's error reaches every subscriber after its values; other publishers go on; a plain close is not forwarded"):
     Async.blocking {
       val m = ChannelMultiplexer[Int]()
