@@ -17,7 +17,9 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * On one thread, random sequences of operations run on a real channel and on a naive model (a
   * queue with a capacity, a closed flag, and the listeners waiting for a value); every result is
   * compared, and `checkInvariants()` runs after every operation (one thread: always quiescent).
-  * Operations: `trySend`, `tryRead`, `close`, `isClosed`, `canRead.poll()`, a refusing
+  * Operations: `trySend`, `tryRead`, `close`, `error` (readers then see its cause), `cancel` (what
+  * the model holds is dropped; a tap may take what it is offered on the way), `isClosed`,
+  * `canRead.poll()`, a refusing
   * `canRead.poll(k)` and `canRead.filter(...).poll()` (the value must stay), `canRead.onComplete`
   * of an accepting listener (a reader waiting: the rendezvous channel's only way to pair on one
   * thread) and its `dropListener`, `send` / `read` where the model says they cannot block, and
@@ -40,7 +42,7 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * linearizability against [[ChannelSpec]] with [[SpuriousTryVerifier]] (which lets a `trySend`
   * or `tryRead` fail spuriously where operations run in parallel, as the facade allows, and
   * nowhere else); `checkInvariants()` runs after each scenario (`@Validate`).
-  *   - random scenarios of `trySend`, `tryRead`, `close` (and, unbounded, `send`), drawn by
+  *   - random scenarios of `trySend`, `tryRead`, `close`, `error`, `cancel` (and, unbounded, `send`), drawn by
   *     Lincheck: two threads of three operations, two before and two after;
   *   - scenarios with blocking `send` and `read`, generated here so that every interleaving
   *     ends ([[LincheckScenarios]]), with and without `close`, plus fixed regression scenarios.
@@ -72,7 +74,7 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
   // Sizes: about 20 s in all on an idle two-core machine (Lincheck instruments each class it
   // meets on first use); ASYNCPIPE_STRESS multiplies the scenarios explored.
   for (name, cls, spec, cap) <- LincheckKinds do
-    test(s"lincheck: $name trySend, tryRead and close are linearizable in every explored interleaving"):
+    test(s"lincheck: $name trySend, tryRead, close, error and cancel are linearizable in every explored interleaving"):
       lincheck(s"$name, random scenarios"):
         ModelCheckingOptions()
           // a rendezvous channel never pairs two tries: its random scenarios are the plainest
@@ -110,6 +112,9 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   private val ch = make[Int](cap)
   private val queue = mutable.Queue.empty[Int]
   private var closed = false
+  /** Why it ended: null for `close`, the cause of `error`, the channel's own for `cancel`. */
+  private var cause: Throwable | Null = null
+  private def closedFailure: Try[Int] = Failure(ChannelClosedException(cause))
   /** Accepting listeners registered and neither served nor dropped, in registration order. */
   private val waiting = mutable.ArrayBuffer.empty[Probe]
   /** Every listener ever registered or polled with, to check that no call was unexpected. */
@@ -163,7 +168,9 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     offerable = head.map(norm).toSet
     val r = rnd.nextDouble()
     if r < 0.006 then doClose()
-    else if r < 0.02 then doTapOrUntap()
+    else if r < 0.009 then doError()
+    else if r < 0.012 then doCancel()
+    else if r < 0.026 then doTapOrUntap()
     else if r < sendBias then
       if rnd.nextInt(4) == 0 && (closed || waiting.nonEmpty || room || tapTakes(nextValue)) then doSend() else doTrySend()
     else
@@ -220,7 +227,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   /** What a read must give now, taking it from the model. */
   private def expectRead(): Option[Try[Int]] =
     if queue.nonEmpty then Some(Success(queue.dequeue()))
-    else if closed then Some(Failure(ChannelClosedException()))
+    else if closed then Some(closedFailure)
     else None
 
   private def same(actual: Option[Try[Int]], expected: Option[Try[Int]]): Boolean = actual.map(norm) == expected.map(norm)
@@ -246,7 +253,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   /** The value ready now, if any, without taking it. */
   private def head: Option[Try[Int]] =
     if queue.nonEmpty then Some(Success(queue.head))
-    else if closed then Some(Failure(ChannelClosedException()))
+    else if closed then Some(closedFailure)
     else None
 
   private def doRefusingPoll(): Unit =
@@ -316,7 +323,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       case t: TapProbe =>
         check(t.took == t.expected, s"tap ${t.name} took ${t.took.takeRight(10)}, expected ${t.expected.takeRight(10)}")
         val odd = t.calls.drop(t.checked).map(norm).filterNot {
-          case "closed" => closed && queue.isEmpty
+          case x: String if x.startsWith("closed") => closed && queue.isEmpty
           case x        => offerable(x) || ready(x) || t.took.contains(x)
         }
         check(odd.isEmpty, s"tap ${t.name} was offered ${odd.take(5)}; this step may offer ${offerable ++ ready}")
@@ -324,19 +331,51 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       case null => ()
     untapped.foreach((t, n) => check(t.calls.size == n, s"untapped tap ${t.name} was offered ${t.calls.drop(n).take(5)}"))
 
+  private def doError(): Unit =
+    history += "error"
+    ch.error(Boom)
+    end(Boom)
+
+  /** A cancel drops what the model holds; the first ending stays. */
+  private def doCancel(): Unit =
+    history += "cancel"
+    ch.cancel()
+    check(ch.closeCause == (if closed then Option(cause) else ch.closeCause) && (closed || ch.closeCause.exists(_.isInstanceOf[ChannelCancelledException])),
+      s"closeCause after cancel: ${ch.closeCause}")
+    end(ch.closeCause.orNull)
+    // The cancel drains the channel as a reader would: a tap is offered each head on the way and
+    // may take it (a reader at the moment of the cancel). What it took was one of the dropped
+    // values, and one it takes.
+    val dropped = queue.toList
+    tap match
+      case t: TapProbe =>
+        val taken = t.took.drop(t.expected.size).toList
+        check(taken.forall(v => dropped.contains(v) && t.takes(v)), s"tap ${t.name} took $taken during a cancel that dropped $dropped")
+        t.expected ++= taken
+      case null => ()
+    offerable = offerable ++ dropped.map(v => norm(Success(v)))
+    queue.clear()
+
   private def doClose(): Unit =
     history += "close"
     ch.close()
+    end(null)
+
+  /** The model's end: the first one decides how it ended. */
+  private def end(why: Throwable | Null): Unit =
     if !closed then
+      cause = why
       closed = true
-      waiting.foreach(expect(_, Failure(ChannelClosedException())))
+      waiting.foreach(expect(_, closedFailure))
       waiting.clear()
 
 private object ChannelModelCheck:
+  val Boom = IllegalStateException("boom")
+
   /** A result made comparable: failures compare by kind (exceptions have identity equality). */
   def norm(t: Try[Int]): Any = t match
     case Success(v)                         => v
-    case Failure(_: ChannelClosedException) => "closed"
+    case Failure(e: ChannelClosedException) => if e.getCause == null then "closed" else s"closed by ${e.getCause.getClass.getSimpleName}"
     case Failure(e)                         => e.toString
 
   def isClosedFailure(t: Try[?]): Boolean = t match
@@ -397,6 +436,10 @@ abstract class LincheckChannel(cap: Int):
 
   @Operation def close(): Unit = ch.close()
 
+  @Operation def error(): Unit = ch.error(LincheckChannel.Boom)
+
+  @Operation def cancel(): Unit = ch.cancel()
+
   def send(v: Int): String =
     try
       Async.blocking(ch.send(v))
@@ -408,11 +451,17 @@ abstract class LincheckChannel(cap: Int):
   @Validate def invariants(): Unit = segment(ch).checkInvariants()
 
 object LincheckChannel:
+  val Boom = IllegalStateException("boom")
+
   def show(r: Option[Try[Int]]): String = r match
-    case None                                     => "none"
-    case Some(Success(v))                         => v.toString
-    case Some(Failure(_: ChannelClosedException)) => "closed"
-    case Some(Failure(e))                         => e.toString
+    case None             => "none"
+    case Some(Success(v)) => v.toString
+    case Some(Failure(e: ChannelClosedException)) =>
+      e.getCause match
+        case null                        => "closed"
+        case _: ChannelCancelledException => "cancelled"
+        case _                           => "error"
+    case Some(Failure(e)) => e.toString
 
 class LincheckSyncChannel extends LincheckChannel(0)
 class LincheckBufferedChannel extends LincheckChannel(1)
@@ -431,7 +480,7 @@ class LincheckUnboundedChannel extends LincheckChannel(SegmentChannel.Unbounded)
   * linearized there ("blocked" never matches a result).
   */
 abstract class ChannelSpec(val capacity: Int):
-  private var state = ChannelSpec.State(Vector.empty, false)
+  private var state = ChannelSpec.Start
   private def run(op: String, arg: Int = 0): String =
     val (result, next) = ChannelSpec.step(capacity, state, op, arg)
     state = next
@@ -439,11 +488,16 @@ abstract class ChannelSpec(val capacity: Int):
   def trySend(v: Int): String = run("trySend", v)
   def tryRead(): String = run("tryRead")
   def close(): Unit = run("close")
+  def error(): Unit = run("error")
+  def cancel(): Unit = run("cancel")
   def send(v: Int): String = run("send", v)
   def read(): String = run("read")
 
 object ChannelSpec:
-  final case class State(queue: Vector[Int], closed: Boolean)
+  /** `ending`: null while open, else what a drained read shows: "closed", "error", "cancelled". */
+  final case class State(queue: Vector[Int], ending: String | Null):
+    def closed: Boolean = ending != null
+  val Start: State = State(Vector.empty, null)
 
   /** One operation on the model: its result as the real operation shows it, and the next state. */
   def step(cap: Int, s: State, op: String, arg: Int): (String, State) = op match
@@ -454,9 +508,12 @@ object ChannelSpec:
     case "send" => if s.closed then ("closed", s) else ("ok", s.copy(queue = s.queue :+ arg))
     case "tryRead" | "read" =>
       if s.queue.nonEmpty then (s.queue.head.toString, s.copy(queue = s.queue.tail))
-      else if s.closed then ("closed", s)
+      else if s.closed then (s.ending.nn, s)
       else (if op == "read" then "blocked" else "none", s)
-    case "close" => ("void", s.copy(closed = true))
+    // The first ending stays; a cancel drops the queue whatever ended the channel.
+    case "close"  => ("void", if s.closed then s else s.copy(ending = "closed"))
+    case "error"  => ("void", if s.closed then s else s.copy(ending = "error"))
+    case "cancel" => ("void", State(Vector.empty, if s.closed then s.ending else "cancelled"))
     case other   => (s"unknown operation $other", s)
 
 class SyncChannelSpec extends ChannelSpec(0)
@@ -520,7 +577,7 @@ class SpuriousTryVerifier(sequentialSpecification: Class[?]) extends Verifier:
             }
           }
         }
-    sequential(ChannelSpec.State(Vector.empty, false), scenario.getInitExecution, results.getInitResults)
+    sequential(ChannelSpec.Start, scenario.getInitExecution, results.getInitResults)
       .exists(search(Array.fill(n)(0), _))
 
 /** Random scenarios with blocking operations that end in every interleaving. Each thread has
