@@ -91,7 +91,11 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
       // records), and a fetch brings up to 8 MiB of a partition (1 MiB: 8 % more time for 1M
       // records of 100 bytes); a response stays within the client's fetch.max.bytes (50 MiB).
       Map("enable.auto.commit" -> "false", "auto.offset.reset" -> "earliest", "allow.auto.create.topics" -> "false",
-        ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> "10000", ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG -> (8 << 20).toString),
+        ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> "10000", ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG -> (8 << 20).toString,
+        // A member killed without leaving holds its partitions until its session expires: the
+        // client's 45 s kept a restarted `kill -9`ed source waiting that long; 10 s (the client's
+        // default before Kafka 3.0; heartbeats come from a thread of their own every 3 s).
+        ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG -> "10000"),
       Map(
         ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,

@@ -259,6 +259,37 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     assertEquals(after.last, f"k${total - 1}%06d")
     assertEquals((before.toSet ++ after).size, total)
 
+  test("group= in run, killed with SIGKILL mid-stream and restarted: both outputs end up with every record (commits made while it ran named only what both had)"):
+    broker.createTopic("rk-in")
+    broker.createTopic("rk-out")
+    val total = 100_000
+    // Records arrive while the pipeline runs (8 batches, half a second apart), so that its
+    // commits (about every second) fall in the middle of the topic; the kill comes after the first.
+    val producing = Thread.ofPlatform().start { () =>
+      for batch <- 0 until 8 do
+        broker.produce("rk-in", (batch * 12_500 until (batch + 1) * 12_500).map(i => text(f"q$i%06d")))
+        java.util.concurrent.locks.LockSupport.parkNanos(500_000_000L)
+    }
+    val audit1 = os.temp(prefix = "asyncpipe-kafka-rk-")
+    val p = ProcessBuilder(ap("run", s"${k("rk-in", "group=g-rk")} | mux --out file:$audit1 | ${k("rk-out")}")*)
+      .redirectError(Redirect.DISCARD).start()
+    Support.eventually("a commit while the pipeline runs", bound = 60_000) { broker.committed("g-rk", "rk-in").getOrElse(0, 0L) > 0 }
+    p.destroyForcibly() // SIGKILL
+    assert(p.waitFor(30, TimeUnit.SECONDS))
+    producing.join()
+    val committed = broker.committed("g-rk", "rk-in")(0)
+    val first = os.read.lines(audit1)
+    assert(committed <= first.size, s"committed $committed, but the audit had only ${first.size} lines")
+    assert(committed < total, s"the first run committed all $total records before it was killed")
+    val audit2 = os.temp(prefix = "asyncpipe-kafka-rk-")
+    val (status, _, err) = run(Seq("run", s"${k("rk-in", "group=g-rk", "until=end")} | mux --out file:$audit2 | ${k("rk-out")}"))
+    assertEquals((status, err), (0, ""))
+    val second = os.read.lines(audit2)
+    assertEquals(second.headOption, Some(f"q$committed%06d"), "the restart did not begin at the commit")
+    val all = (0 until total).map(i => f"q$i%06d").toSet
+    assertEquals((first ++ second).toSet, all, "the audit lost records")
+    assertEquals(broker.consumeAll("rk-out").map(r => str(r.value)).toSet, all, "the output topic lost records")
+
   test("group= in run: 'kafka:in,group | mux --out file:AUDIT | kafka:out' commits the input only once both outputs have every record"):
     broker.createTopic("r-in")
     broker.produce("r-in", (0 until 5_000).map(i => text(s"m$i")))
