@@ -11,7 +11,8 @@ import org.apache.kafka.clients.consumer.{CloseOptions, ConsumerConfig, Consumer
 import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfig, ProducerRecord, RecordMetadata}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.errors.{TimeoutException, WakeupException}
-import org.apache.kafka.common.serialization.{ByteArrayDeserializer, ByteArraySerializer}
+import org.apache.kafka.common.serialization.{ByteArraySerializer, ByteBufferDeserializer}
+import java.nio.ByteBuffer
 import scala.jdk.CollectionConverters.*
 
 /** What the `kafka:` endpoints share: the client's properties and the reasons of its failures. */
@@ -58,7 +59,7 @@ private[stages] object KafkaClients:
 final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends Input:
   private val settings = address.settings
   private val group = settings.group
-  @volatile private var consumer: KafkaConsumer[Array[Byte], Array[Byte]] | Null = null
+  @volatile private var consumer: KafkaConsumer[ByteBuffer, ByteBuffer] | Null = null
   @volatile private var closed = false
   // End offsets recorded at the start, for until=end: a partition is done once its position reaches it.
   private var ends = Map.empty[TopicPartition, Long]
@@ -97,11 +98,13 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
         // default before Kafka 3.0; heartbeats come from a thread of their own every 3 s).
         ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG -> "10000"),
       Map(
-        ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
-        ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteArrayDeserializer].getName,
+        // Views of the fetched bytes, copied once, into the batch (an array per record was a copy
+        // and an allocation more).
+        ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG -> classOf[ByteBufferDeserializer].getName,
+        ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG -> classOf[ByteBufferDeserializer].getName,
         ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> settings.connectTimeout.toMillis.toString
       ) ++ group.map(ConsumerConfig.GROUP_ID_CONFIG -> _))
-    val c = try KafkaConsumer[Array[Byte], Array[Byte]](props) catch case e: Exception => throw KafkaClients.failure(address, e)
+    val c = try KafkaConsumer[ByteBuffer, ByteBuffer](props) catch case e: Exception => throw KafkaClients.failure(address, e)
     consumer = c
     try
       val infos = Option(c.partitionsFor(address.topic, timeout)).map(_.asScala.toSeq).getOrElse(Nil)
@@ -125,7 +128,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   /** Seeks `parts` to where `from=` says, once each; with a group and no `from=` (or `stored`),
     * they start at the group's offsets (the beginning where it has none).
     */
-  private def place(c: KafkaConsumer[Array[Byte], Array[Byte]], parts: Seq[TopicPartition]): Unit =
+  private def place(c: KafkaConsumer[ByteBuffer, ByteBuffer], parts: Seq[TopicPartition]): Unit =
     val fresh = parts.filter(placed.add).asJava
     if !fresh.isEmpty then
       settings.from.getOrElse(if group.isDefined then KafkaFrom.Stored else KafkaFrom.Beginning) match
@@ -251,7 +254,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   /** With until=end: every partition this source reads (has been given, with a group) has reached
     * its recorded end.
     */
-  private def finished(c: KafkaConsumer[Array[Byte], Array[Byte]]): Boolean =
+  private def finished(c: KafkaConsumer[ByteBuffer, ByteBuffer]): Boolean =
     settings.untilEnd && {
       val mine = c.assignment().asScala
       mine.nonEmpty && mine.forall(tp => c.position(tp) >= ends.getOrElse(tp, 0L))
@@ -260,11 +263,8 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   /** The record's frame (its value; with `keys`, its key, the separator and its value; a null as
     * no bytes); [[pump]] counts them per poll.
     */
-  private def add(frames: FrameBuilder, r: ConsumerRecord[Array[Byte], Array[Byte]]): Unit =
-    val value = orEmpty(r.value)
-    if settings.keys then frames.add3(orEmpty(r.key), settings.separator, value) else frames.add(value)
-
-  private def orEmpty(bytes: Array[Byte] | Null): Array[Byte] = if bytes == null then Array.emptyByteArray else bytes
+  private def add(frames: FrameBuilder, r: ConsumerRecord[ByteBuffer, ByteBuffer]): Unit =
+    if settings.keys then frames.add3(r.key, settings.separator, r.value) else frames.add(r.value)
 
   /** With a group: once the pump has stopped, commits what was handed on if it was all written. */
   override def settle(written: Boolean): Unit =
@@ -289,7 +289,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   /** Under `--stats`, at the end: the records passed on from each partition this source read (or
     * was given) and, with a group, its lag then. A line, or `{"kafka": {...}}` under `--stats-json`.
     */
-  private def report(c: KafkaConsumer[Array[Byte], Array[Byte]], lags: Option[Seq[(Int, Long)]]): Unit =
+  private def report(c: KafkaConsumer[ByteBuffer, ByteBuffer], lags: Option[Seq[(Int, Long)]]): Unit =
     val mine = try c.assignment().asScala.map(_.partition) catch case _: Exception => Set.empty[Int]
     val each = (mine ++ read.keySet).toSeq.sorted.map(p => p -> read.getOrElse(p, 0L))
     val total = each.map(_._2).sum
@@ -306,7 +306,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
   /** The group's lag at the end, per partition of this source: its end offset less the group's
     * committed offset (all of it where the group has none).
     */
-  private def lag(c: KafkaConsumer[Array[Byte], Array[Byte]]): Seq[(Int, Long)] =
+  private def lag(c: KafkaConsumer[ByteBuffer, ByteBuffer]): Seq[(Int, Long)] =
     val mine = c.assignment()
     if mine.isEmpty then Nil
     else
@@ -317,7 +317,7 @@ final class KafkaInput(val address: KafkaAddress, options: StageOptions) extends
         tp.partition -> math.max(0L, ends(tp).longValue - at)
       }
 
-  private def shut(c: KafkaConsumer[Array[Byte], Array[Byte]]): Unit =
+  private def shut(c: KafkaConsumer[ByteBuffer, ByteBuffer]): Unit =
     consumer = null
     try c.close(CloseOptions.timeout(java.time.Duration.ZERO)) catch case _: Exception => ()
 
@@ -351,20 +351,27 @@ private final class FrameBuilder:
 
   def clear(): Unit = { size = 0; frames = 0 }
 
-  /** One frame of `value`; its length. */
-  def add(value: Array[Byte]): Int =
-    room(value.length)
-    System.arraycopy(value, 0, array, size + 4, value.length)
-    close(value.length)
-
-  /** One frame of `key`, `sep` and `value`; its length. */
-  def add3(key: Array[Byte], sep: Byte, value: Array[Byte]): Int =
-    val n = key.length + 1 + value.length
+  /** One frame of `value`'s remaining bytes (none for null); its length. */
+  def add(value: ByteBuffer | Null): Int =
+    val n = remaining(value)
     room(n)
-    System.arraycopy(key, 0, array, size + 4, key.length)
-    array(size + 4 + key.length) = sep
-    System.arraycopy(value, 0, array, size + 5 + key.length, value.length)
+    copy(value, size + 4)
     close(n)
+
+  /** One frame of `key`, `sep` and `value` (null: no bytes); its length. */
+  def add3(key: ByteBuffer | Null, sep: Byte, value: ByteBuffer | Null): Int =
+    val k = remaining(key)
+    val n = k + 1 + remaining(value)
+    room(n)
+    copy(key, size + 4)
+    array(size + 4 + k) = sep
+    copy(value, size + 5 + k)
+    close(n)
+
+  private def remaining(b: ByteBuffer | Null): Int = if b == null then 0 else b.remaining
+
+  /** `b`'s remaining bytes into the array at `at`, leaving `b` as it was. */
+  private def copy(b: ByteBuffer | Null, at: Int): Unit = if b != null then b.get(b.position, array, at, b.remaining)
 
   private def room(n: Int): Unit =
     if size + 4 + n > array.length then array = java.util.Arrays.copyOf(array, math.max(array.length * 2, size + 4 + n))
@@ -375,7 +382,11 @@ private final class FrameBuilder:
     frames += 1
     n
 
-  def result(): FrameBatch = FrameBatch(Framing.Len, java.util.Arrays.copyOf(array, size), size, terminated = true)
+  /** The frames as a message: this array, handed on (no copy); the next frames go into a new one. */
+  def result(): FrameBatch =
+    val done = FrameBatch(Framing.Len, array, size, terminated = true)
+    array = new Array[Byte](math.max(4096, size))
+    done
 
 /** `kafka:` as a sink: each frame one record (its payload the value; with `key=` that key, with
   * `keysep=` the frame split at its first separator). A frame counts once the broker acknowledged
