@@ -125,16 +125,22 @@ object Async:
 
   /** Waits for the first branch whose source delivers, takes that one value (exactly once: a
     * losing branch took nothing, as in `race`) and returns what its handler (`source.handle(f)`)
-    * returns, run on this thread. A timer in a losing branch is cancelled: it leaves nothing.
+    * returns, run on this thread. A timer of `Async.after` in a losing branch is cancelled: it
+    * leaves nothing behind (a `Timer` is the caller's to cancel: a deadline may serve many selects).
     * {{{
     * Async.blocking:
     *   val said = Async.select(
     *     replies.canRead.handle(r => s"reply ${r.get}"),
-    *     Timer(1.second).handle(_ => "no reply within a second")
+    *     Async.after(1.second).handle(_ => "no reply within a second")
     *   )
     * }}}
     */
   def select[R](branches: SelectCase[R]*)(using Async): R = Select.select(branches)
+
+  /** A timer of `delay` for one select: as a branch (`Async.after(d).handle(...)`), it is cancelled
+    * when another branch wins.
+    */
+  def after(delay: scala.concurrent.duration.FiniteDuration): Timer = SelectTimer(millisOf(delay, "after"))
 
   /** `select` that does not wait (Go's `default`): the handler of a branch that has a value now
     * (the first ready one, in the order given), else `otherwise`. Nothing is taken from a source

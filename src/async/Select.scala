@@ -19,8 +19,14 @@ extension [T](src: Async.Source[T])
     */
   def handle[R](f: T => R): SelectCase[R] =
     SelectCase[R](src.map(v => () => f(v)), src match
-      case t: StartableTimer => t
-      case _                 => null)
+      case t: SelectTimer => t
+      case _              => null)
+
+/** A timer made for one select (`Async.after`): the select cancels it when another branch wins. A
+  * timer made with `Timer(d)` is the caller's (a deadline shared by the selects of a loop must not
+  * be cancelled by the first of them).
+  */
+private[async] final class SelectTimer(millis: Long) extends Timer(millis)
 
 private[async] object Select:
   def select[R](branches: Seq[SelectCase[R]])(using Async): R =
@@ -35,9 +41,11 @@ private[async] object Select:
 
   def selectWithin[R](limit: FiniteDuration, branches: Seq[SelectCase[R]])(using Async): Option[R] =
     val wrapped = branches.map(b => SelectCase[Option[R]](b.source.map(run => () => Some(run())), null))
-    try select(wrapped :+ Timer(limit).handle(_ => Option.empty[R]))
+    try select(wrapped :+ Async.after(limit).handle(_ => Option.empty[R]))
     finally cancelTimers(branches)
 
-  /** A timer that lost leaves the scheduler now (one that rang is not changed by a cancel). */
+  /** A select's own timer (`Async.after`) that lost leaves the scheduler now (one that rang is not
+    * changed by a cancel).
+    */
   private def cancelTimers(branches: Seq[SelectCase[?]]): Unit =
     branches.foreach(b => { val t = b.timer; if t != null then t.cancel() })

@@ -33,23 +33,27 @@ abstract class SelectBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdo
       val sender = Future { started.countDown(); ch.send(7) }
       started.await()
       val never = Promise[String]()
-      val timer = Timer(1.hour)
+      val own = Async.after(1.hour)
+      val deadline = Timer(1.hour) // the caller's: it may serve the next select too
       val got = Async.select(
         ch.canRead.handle(v => v.get * 6),
         never.future.handle(_ => -1),
-        timer.handle(_ => -2)
+        own.handle(_ => -2),
+        deadline.handle(_ => -3)
       )
       assertEquals(got, 42)
       assertEquals(sender.await, Success(()))
-      assertEquals(timer.poll(), Some(false), "the losing timer was not cancelled (false: cancelled, not rung)")
-      assertEquals(Timers.pending, before, "the losing 1-hour timer of the select is still scheduled")
+      assertEquals(own.poll(), Some(false), "the select's losing timer was not cancelled (false: cancelled, not rung)")
+      assertEquals(deadline.poll(), None, "the caller's timer was cancelled by the select")
+      assertEquals(Timers.pending, before + 1, "the select's own timer is still scheduled, or the caller's is not")
+      deadline.cancel()
     }
 
   test("selectNow: nothing ready runs `otherwise` and takes nothing; then a ready value is taken"):
     Async.blocking {
       val ch = BufferedChannel[Int](2)
       val before = Timers.pending
-      assertEquals(Async.selectNow(ch.canRead.handle(_.get), Timer(1.hour).handle(_ => -1))(otherwise = 0), 0)
+      assertEquals(Async.selectNow(ch.canRead.handle(_.get), Async.after(1.hour).handle(_ => -1))(otherwise = 0), 0)
       assertEquals(Timers.pending, before, "a timer of a selectNow outlived it")
       ch.send(5)
       assertEquals(Async.selectNow(ch.canRead.handle(_.get))(otherwise = 0), 5)
