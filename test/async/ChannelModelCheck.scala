@@ -42,7 +42,7 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * linearizability against [[ChannelSpec]] with [[SpuriousTryVerifier]] (which lets a `trySend`
   * or `tryRead` fail spuriously where operations run in parallel, as the facade allows, and
   * nowhere else); `checkInvariants()` runs after each scenario (`@Validate`).
-  *   - random scenarios of `trySend`, `tryRead`, `close`, `error`, `cancel` (and, unbounded, `send`), drawn by
+  *   - random scenarios of `trySend`, `tryRead`, `close` (and, unbounded, `send`), drawn by
   *     Lincheck: two threads of three operations, two before and two after;
   *   - scenarios with blocking `send` and `read`, generated here so that every interleaving
   *     ends ([[LincheckScenarios]]), with and without `close`, plus fixed regression scenarios.
@@ -74,7 +74,7 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
   // Sizes: about 20 s in all on an idle two-core machine (Lincheck instruments each class it
   // meets on first use); ASYNCPIPE_STRESS multiplies the scenarios explored.
   for (name, cls, spec, cap) <- LincheckKinds do
-    test(s"lincheck: $name trySend, tryRead, close, error and cancel are linearizable in every explored interleaving"):
+    test(s"lincheck: $name trySend, tryRead and close are linearizable in every explored interleaving"):
       lincheck(s"$name, random scenarios"):
         ModelCheckingOptions()
           // a rendezvous channel never pairs two tries: its random scenarios are the plainest
@@ -436,9 +436,12 @@ abstract class LincheckChannel(cap: Int):
 
   @Operation def close(): Unit = ch.close()
 
-  @Operation def error(): Unit = ch.error(LincheckChannel.Boom)
+  // Not drawn by Lincheck (two more operations doubled the check's time on a loaded machine and
+  // its few random scenarios did not catch a cancel that skipped its drain): the differential
+  // test above covers `error` and `cancel`; the spec knows them for the scenarios written here.
+  def error(): Unit = ch.error(LincheckChannel.Boom)
 
-  @Operation def cancel(): Unit = ch.cancel()
+  def cancel(): Unit = ch.cancel()
 
   def send(v: Int): String =
     try

@@ -262,21 +262,29 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
   test("group= in run, killed with SIGKILL mid-stream and restarted: both outputs end up with every record (commits made while it ran named only what both had)"):
     broker.createTopic("rk-in")
     broker.createTopic("rk-out")
-    val total = 100_000
-    // Records arrive while the pipeline runs (8 batches, half a second apart), so that its
-    // commits (about every second) fall in the middle of the topic; the kill comes after the first.
+    // Records arrive while the pipeline runs, 10,000 at a time, until it has been killed: its
+    // commits (about every second) fall in the middle of what the topic will hold.
+    val killed = java.util.concurrent.atomic.AtomicBoolean(false)
+    val produced = java.util.concurrent.atomic.AtomicInteger(0)
+    def batch(): Unit =
+      val from = produced.get
+      broker.produce("rk-in", (from until from + 10_000).map(i => text(f"q$i%07d")))
+      produced.addAndGet(10_000)
     val producing = Thread.ofPlatform().start { () =>
-      for batch <- 0 until 8 do
-        broker.produce("rk-in", (batch * 12_500 until (batch + 1) * 12_500).map(i => text(f"q$i%06d")))
-        java.util.concurrent.locks.LockSupport.parkNanos(500_000_000L)
+      while !killed.get || produced.get < 30_000 do
+        batch()
+        if !killed.get then java.util.concurrent.locks.LockSupport.parkNanos(300_000_000L)
+      batch() // after the kill: what the killed run cannot have committed
     }
     val audit1 = os.temp(prefix = "asyncpipe-kafka-rk-")
     val p = ProcessBuilder(ap("run", s"${k("rk-in", "group=g-rk")} | mux --out file:$audit1 | ${k("rk-out")}")*)
       .redirectError(Redirect.DISCARD).start()
     Support.eventually("a commit while the pipeline runs", bound = 60_000) { broker.committed("g-rk", "rk-in").getOrElse(0, 0L) > 0 }
     p.destroyForcibly() // SIGKILL
+    killed.set(true)
     assert(p.waitFor(30, TimeUnit.SECONDS))
     producing.join()
+    val total = produced.get
     val committed = broker.committed("g-rk", "rk-in")(0)
     val first = os.read.lines(audit1)
     assert(committed <= first.size, s"committed $committed, but the audit had only ${first.size} lines")
@@ -285,8 +293,8 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val (status, _, err) = run(Seq("run", s"${k("rk-in", "group=g-rk", "until=end")} | mux --out file:$audit2 | ${k("rk-out")}"))
     assertEquals((status, err), (0, ""))
     val second = os.read.lines(audit2)
-    assertEquals(second.headOption, Some(f"q$committed%06d"), "the restart did not begin at the commit")
-    val all = (0 until total).map(i => f"q$i%06d").toSet
+    assertEquals(second.headOption, Some(f"q$committed%07d"), "the restart did not begin at the commit")
+    val all = (0 until total).map(i => f"q$i%07d").toSet
     assertEquals((first ++ second).toSet, all, "the audit lost records")
     assertEquals(broker.consumeAll("rk-out").map(r => str(r.value)).toSet, all, "the output topic lost records")
 

@@ -10,13 +10,16 @@ import java.lang.ProcessBuilder.Redirect
 class BufferTest extends munit.FunSuite:
   override val munitTimeout = scala.concurrent.duration.Duration(90, "s")
 
-  test("--buffer 8M: a copy reads ahead into its queue while its reader waits, then hands all of it on"):
+  // 64M, not 8M: SIZE is made into a number of messages of the largest read (256 KiB), and reads of
+  // a pipe on a busy machine are often smaller, so 8M (32 messages) held under 4 MiB at times and
+  // the test waited in vain (a flake of full runs).
+  test("--buffer 64M: a copy reads ahead into its queue while its reader waits, then hands all of it on"):
     assume(Launch.assembly.isDefined, "ASYNCPIPE_ASSEMBLY not set: run through ./mill")
     val dir = os.temp.dir(prefix = "asyncpipe-buffer-")
     try
       val data = (1 to 1_500_000).map(n => s"$n\n").mkString.getBytes // about 10.9 MB
       val err = dir / "err"
-      val p = ProcessBuilder((Launch.command("--buffer", "8M", "--stats-json", "-", "-"))*)
+      val p = ProcessBuilder((Launch.command("--buffer", "64M", "--stats-json", "-", "-"))*)
         .redirectError(err.toIO).redirectOutput(Redirect.PIPE).redirectInput(Redirect.PIPE).start()
       try
         val writer = Thread.ofPlatform().start { () =>
