@@ -105,7 +105,9 @@ class ChannelQuickCheck extends munit.FunSuite:
         toggler.await
         ch.close()
         reader.await
-      val tapped = tap.values.map(_.get).toArray
+      // An offer under way when the tap was detached may still complete (`untap`), and once the
+      // channel is closed that offer is the closed failure: not a value (a CI run met it).
+      val tapped = tap.values.collect { case Success(v) => v }.toArray
       assertEquals(count.get + tapped.length, 2 * n, s"reader ${count.get}, tap ${tapped.length}\n${impl.dump}")
       assertEquals(sum.get + tapped.sum, (0L until 2 * n).sum, "a value lost or taken twice")
       assertEquals(tapped.distinct.length, tapped.length, "the tap took a value twice")
