@@ -172,7 +172,7 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val in = p.getOutputStream
     (1 to 20_000).foreach(i => in.write(text(s"t$i\n")))
     in.flush()
-    Support.eventually("the first records in the topic") { broker.endOffsets("term").values.sum > 0 }
+    Support.eventually("the first records in the topic", bound = 30_000) { broker.endOffsets("term").values.sum > 0 }
     p.destroy() // SIGTERM
     assert(p.waitFor(30, TimeUnit.SECONDS), "the sink did not end after SIGTERM")
     assertEquals(p.exitValue, 143, String(p.getErrorStream.readAllBytes, UTF_8))
@@ -230,7 +230,7 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     broker.produce("g-term", (0 until 200_000).map(i => text(f"r$i%06d")))
     val out = os.temp(prefix = "asyncpipe-kafka-term-")
     val p = ProcessBuilder(ap(k("g-term", "group=g2"), s"file:$out")*).redirectError(Redirect.PIPE).start()
-    Support.eventually("the first lines in the file") { os.size(out) > 0 }
+    Support.eventually("the first lines in the file", bound = 30_000) { os.size(out) > 0 }
     p.destroy() // SIGTERM
     assert(p.waitFor(30, TimeUnit.SECONDS), "the source did not end after SIGTERM")
     assertEquals(p.exitValue, 143, String(p.getErrorStream.readAllBytes, UTF_8))
@@ -243,9 +243,10 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val total = 300_000
     broker.produce("g-kill", (0 until total).map(i => text(f"k$i%06d")))
     val first = os.temp(prefix = "asyncpipe-kafka-kill-")
-    // Slowed (2.4 MB at 500 kB/s), so that the kill comes in the middle.
-    val p = ProcessBuilder(ap("--rate-limit", "500K", k("g-kill", "group=g3"), s"file:$first")*).redirectError(Redirect.DISCARD).start()
-    Support.eventually("some lines in the file and a first commit") { os.size(first) > 0 && broker.committed("g3", "g-kill").nonEmpty }
+    // Slowed (2.4 MB at 200 kB/s, 12 s), so that the kill comes in the middle even on a loaded
+    // machine, where the start, the group's join and the first commit took more than 5 s.
+    val p = ProcessBuilder(ap("--rate-limit", "200K", k("g-kill", "group=g3"), s"file:$first")*).redirectError(Redirect.DISCARD).start()
+    Support.eventually("some lines in the file and a first commit", bound = 30_000) { os.size(first) > 0 && broker.committed("g3", "g-kill").nonEmpty }
     p.destroyForcibly() // SIGKILL
     assert(p.waitFor(30, TimeUnit.SECONDS))
     val before = os.read.lines(first)
@@ -369,7 +370,7 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val in = p.getOutputStream
     (1 to 100).foreach(i => in.write(text(s"before $i\n")))
     in.flush()
-    Support.eventually("the first 100 records in the topic") { broker.endOffsets("stopped").values.sum == 100 }
+    Support.eventually("the first 100 records in the topic", bound = 30_000) { broker.endOffsets("stopped").values.sum == 100 }
     broker.stop()
     try
       (1 to 10).foreach(i => in.write(text(s"after $i\n")))
