@@ -97,6 +97,11 @@ private[async] final class SpinMark(seg: Segment | Null, i: Int) extends CellSta
   def cancelWait(): Unit =
     if seg != null then
       var st = seg.cell(i)
-      while ((st eq this) || st == null) && !seg.cas(i, st, CellState.INTERRUPTED_RECEIVE) do st = seg.cell(i)
+      // a send branch holding the cell while its select decides (Reserved) is a sender that came
+      // first: wait for its decision (one listener call), which is the value or a void cell
+      while ((st eq this) || st == null || st.isInstanceOf[SegmentChannel.Reserved]) &&
+        (st.isInstanceOf[SegmentChannel.Reserved] || !seg.cas(i, st, CellState.INTERRUPTED_RECEIVE)) do
+        if st.isInstanceOf[SegmentChannel.Reserved] then SegmentChannel.spinWait()
+        st = seg.cell(i)
       if (st eq this) || st == null then seg.cellInterruptedReceiver() // claimed
       // else: a value, the close, or the reader's own waiter came first

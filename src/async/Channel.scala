@@ -120,6 +120,25 @@ trait Channel[T] extends SendableChannel[T], ReadableChannel[T], java.io.Closeab
   /** 0 for rendezvous, `n` for buffered, -1 for unbounded. */
   def capacity: Int
 
+  /** A send of `x` as an [[Async.Source]], for a select or a race: it completes with
+    * `Success(())` once `x` was accepted (buffered, or taken by a reader, as `send` would), and
+    * with `Failure(ChannelClosedException)` if the channel was closed before that. Exactly once,
+    * as reads are: a branch that lost its race sent nothing. Each use is a new send: a source
+    * registered twice offers `x` twice.
+    * {{{
+    * Async.select(
+    *   out.canSend(next).handle(_ => "sent"),
+    *   control.canRead.handle(c => s"control: ${c.get}")
+    * )
+    * }}}
+    * A select's read of a channel is never offered the select's own send on it (as in Go). One
+    * case completes a send a moment before its reader: a send branch that a listener read (a
+    * `canRead` in another select) found waiting is decided first, and if that read then refuses
+    * (its select won elsewhere at that instant), the value stays first in the channel for the next
+    * reader, like a value sent to a buffer.
+    */
+  def canSend(x: T): Async.Source[Try[Unit]]
+
   def asSendable(): SendableChannel[T] = this
   def asReadable(): ReadableChannel[T] = this
   def asCloseable(): java.io.Closeable = this

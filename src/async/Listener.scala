@@ -20,6 +20,14 @@ object Listener:
   def apply[T](f: T => Boolean): Listener[T] = new Listener[T]:
     def apply(value: T): Boolean = f(value)
 
+  /** Whether `a` and `b` forward to the same listener at the end of their chains: the same
+    * waiting party (the two branches of one select, say).
+    */
+  private[async] def sameWaiter(a: Listener[?], b: Listener[?]): Boolean = (last(a) eq last(b))
+  private def last(k: Listener[?]): Listener[?] = k match
+    case f: Forwarder[?, ?] => last(f.inner)
+    case _                  => k
+
   /** A listener forwarding to `inner` after a transformation; it equals every other forwarder of
     * an equal `inner` and the same `source`, so `dropListener(k)` on a derived source can find
     * what `onComplete(k)` registered without keeping a table. Equality recurses through nested

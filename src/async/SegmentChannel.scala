@@ -608,6 +608,21 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         val state = seg.cell(i)
         if state == null || (state eq IN_BUFFER) then return false // its sender has not written yet; it will notify
         else state match
+          case w: SelectSender =>
+            // a send branch: its select is asked first (it may have been won elsewhere), and the
+            // value it sends is then a value at the head like any other, offered to `k` next
+            // round; a select's read is never offered its own send (Go's rule too)
+            if Listener.sameWaiter(w.k, k) then
+              // its own send is first in line: moved behind the values sent after it, if any, so
+              // that the read can take them (Go's select reads another's send here too)
+              if (sendersAndClosed & CounterMask) <= r + 1 || !w.requeue() then return false
+              // else: the head is void now; look again
+            else
+              val reserved = Reserved(w)
+              if seg.cas(i, w, reserved) then
+                if w.tryResume(Waiter.RESUMED) then seg.setCell(i, w.payload)
+                else settleCancelled(seg, i, reserved, sender = true) // the branch lost: look again
+              // else: CAS unsuccessful, repeat
           case w: Waiter =>
             if w.isSender then
               val reserved = Reserved(w)
@@ -664,7 +679,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * still reserved and leave it to us, so we look at its word again after restoring the cell.
     */
   private def restore(seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Unit =
-    if sender == null then seg.cas(i, reserved, reserved.previous)
+    if sender == null then seg.cas(i, reserved, reserved.previous.nn)
     else if sender.unclaim() then settleCancelled(seg, i, reserved, sender = true)
     else if seg.cas(i, reserved, sender) && sender.isCancelled then settleCancelled(seg, i, sender, sender = true)
 
@@ -695,6 +710,112 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           else if offerHead(reg) then
             listeners.remove(reg)
             progress = true
+
+  // =============================================================================================
+  // Send branches: canSend (deviation 10)
+
+  def canSend(x: T): Async.Source[Try[Unit]] = SendBranch(encode(x))
+
+  private final class SendBranch(v: AnyRef) extends SelectSender.Branch with Async.OriginalSource[Try[Unit]]:
+    def poll(k: Listener[Try[Unit]]): Boolean = sendBranch(v, k, null)
+    def onComplete(k: Listener[Try[Unit]]): Unit = sendBranch(v, k, this)
+    def dropListener(k: Listener[Try[Unit]]): Unit =
+      val w = take(k)
+      if w != null then w.abandon()
+
+  /** A send branch offers its value: `k` is asked first wherever the send can complete without
+    * waiting (a buffer cell, a reader that has taken the index, a reader spinning or parked in
+    * the cell), while that cell is held, so that a refusal sends nothing; where it would wait,
+    * `branch` (onComplete) parks a [[SelectSender]] in the cell, which whoever comes to resume it
+    * asks then; `poll` (no branch) gives up as trySend does. True iff `k` took the send now.
+    */
+  private[async] def sendBranch(v: AnyRef, k: Listener[Try[Unit]], branch: SelectSender.Branch | Null): Boolean =
+    while !k.isDone do
+      val before = sendersAndClosed
+      if isClosedWord(before) then return k(Failure(closedException()))
+      if branch == null && mustWait(before & CounterMask) && noListeners then return false // poll: nothing to do
+      var seg = sendSegment
+      val scf = sCounter.getAndAdd(1L)
+      if isClosedWord(scf) then return k(Failure(closedException()))
+      val s = scf & CounterMask
+      val id = s / SegmentSize
+      val i = (s % SegmentSize).toInt
+      var skip = false
+      if seg.id != id then
+        val found = findAndMoveForward(SendSegment, seg, id)
+        if found == null then return k(Failure(closedException()))
+        seg = found
+        if seg.id != id then
+          sCounter.compareAndSet(scf + 1, seg.id * SegmentSize)
+          skip = true
+      if !skip then
+        val outcome = branchCell(seg, i, s, v, k, branch)
+        if outcome == BranchTook then return true
+        else if outcome == BranchRefused || outcome == BranchParked then return false
+        else if outcome == BranchClosed then return k(Failure(closedException()))
+        else seg.cleanPrev() // BranchRetry: a poisoned cell or a cancelled reader; a new index
+    false
+
+  /** One cell for a send branch; a Branch* code. */
+  private def branchCell(seg: Segment, i: Int, s: Long, v: AnyRef, k: Listener[Try[Unit]], branch: SelectSender.Branch | Null): Int =
+    while true do
+      val state = seg.cell(i)
+      if state == null && mustWait(s) then
+        if branch == null && noListeners then
+          if seg.cas(i, null, INTERRUPTED_SEND) then
+            seg.cellInterruptedSender()
+            return BranchRefused
+        else
+          val w = SelectSender(v, k, this, seg, i, branch)
+          if branch != null then branch.remember(w) // before it is published: a drop must find it
+          if seg.cas(i, null, w) then
+            notifyListeners() // a listener read may take the value from the waiter
+            if branch != null then return BranchParked
+            // poll with listener reads registered: they have looked at it; withdraw it unless taken
+            return if w.withdraw() then BranchTook else BranchRefused
+          if branch != null then branch.forget(w)
+        // else: CAS unsuccessful, repeat
+      else if state == null || (state eq IN_BUFFER) || isMark(state) then
+        // a buffer cell, or the reader of this index is on its way or spins here: hold the cell
+        // while k decides (a reader spins on the reservation); no, and the cell is void (TAKEN:
+        // as if sent and taken at once, so its reader retries and the window stays as it was)
+        val reserved = Reserved(state)
+        if seg.cas(i, state, reserved) then
+          val took = try k(SelectSender.Sent) catch
+            case e: Throwable =>
+              seg.setCell(i, TAKEN)
+              throw e
+          if took then
+            seg.setCell(i, v)
+            if !isMark(state) then notifyListeners() // a listener read may take the value
+            return BranchTook
+          seg.setCell(i, TAKEN)
+          return BranchRefused
+        // else: CAS unsuccessful, repeat
+      else state match
+        case w: Waiter => // a parked reader: claimed (its cancel waits) while k decides
+          val reserved = Reserved(w)
+          if seg.cas(i, w, reserved) then
+            if !w.tryClaim() then
+              settleCancelled(seg, i, reserved, sender = false) // its cancel won; we hold the cell
+              return BranchRetry
+            val took = try k(SelectSender.Sent) catch
+              case e: Throwable =>
+                if w.retryClaimed() then settleCancelled(seg, i, reserved, sender = false) else seg.setCell(i, TAKEN)
+                throw e
+            if took then
+              w.resumeClaimedWith(v)
+              seg.setCell(i, DONE)
+              return BranchTook
+            // refused: the reader takes a new index (or its cancel, if one came meanwhile, ends it)
+            if w.retryClaimed() then settleCancelled(seg, i, reserved, sender = false) else seg.setCell(i, TAKEN)
+            return BranchRefused
+          // else: CAS unsuccessful, repeat
+        case _ =>
+          if (state eq INTERRUPTED_RECEIVE) || (state eq BROKEN) then return BranchRetry
+          else if state eq CLOSED then return BranchClosed
+          else illegal("send branch", state, seg, i)
+    throw IllegalStateException("unreachable")
 
   // =============================================================================================
   // Buffer expansion
@@ -1053,6 +1174,13 @@ private[async] object SegmentChannel:
     case _: Waiter | _: Reserved => false
     case _                       => true
 
+  // Outcomes of branchCell
+  private inline val BranchTook = 1
+  private inline val BranchRefused = 2
+  private inline val BranchParked = 3
+  private inline val BranchRetry = 4
+  private inline val BranchClosed = 5
+
   // Outcomes of offerValue
   private inline val Took = 1
   private inline val Refused = 0
@@ -1122,8 +1250,10 @@ private[async] object SegmentChannel:
     MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
       .findVarHandle(classOf[SegmentChannel[?]], "standing", classOf[Tap[?]])
 
-  /** A cell held by a listener read while its listener decides; `previous` is what it held. */
-  private final class Reserved(val previous: AnyRef)
+  /** A cell held while a listener decides (a listener read's, or a send branch's: see
+    * `branchCell`); `previous` is what it held (null for an empty cell).
+    */
+  private[async] final class Reserved(val previous: AnyRef | Null)
 
   /** A listener that stays registered after it takes a value (see `SegmentChannel.tap`). */
   private[async] abstract class Tap[T] extends Listener[Try[T]]

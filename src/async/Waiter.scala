@@ -20,7 +20,7 @@ import SegmentChannel.{settleCancelled, spinWait}
   * writes no cell, since it cannot tell whether the waiter is in its cell yet (`register` comes
   * before that).
   */
-private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, runtime: Runtime | Null) extends CancellableWait:
+private[async] class Waiter(thread: Thread | Null, val payload: AnyRef | Null, runtime: Runtime | Null) extends CancellableWait:
   import Waiter.*
 
   @volatile var data: AnyRef | Null = null
@@ -41,9 +41,24 @@ private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, ru
     else
       data = INTERRUPTED // from CLAIMED_CANCELLED: no one else writes the word while it is claimed
       true
-  def resumeClaimed(): Unit =
-    data = RESUMED // from CLAIMED, or CLAIMED_CANCELLED: the listener decided before the cancel did
+  def resumeClaimed(): Unit = resumeClaimedWith(RESUMED)
+  /** Ends a claim with `v` (RESUMED for a sender, the value for a reader): from CLAIMED, or
+    * CLAIMED_CANCELLED: the claimer decided before the cancel did.
+    */
+  def resumeClaimedWith(v: AnyRef): Unit =
+    data = v
     wake()
+  /** A claimed reader whose claimer (a send branch of a select, [[SelectSender]]) was refused:
+    * the reader takes a new index (RETRY). If a cancel came meanwhile, the reader is cancelled
+    * instead (true; the caller then settles the cell it holds).
+    */
+  def retryClaimed(): Boolean =
+    if WaiterData.compareAndSet(this, CLAIMED, RETRY) then
+      wake()
+      false
+    else
+      data = INTERRUPTED // from CLAIMED_CANCELLED, as in unclaim
+      true
 
   /** The cancel of our future, before it interrupts us: wins the word as a resumer would, or
     * leaves the decision to the listener read that has claimed it (a refusal then cancels).
@@ -78,7 +93,9 @@ private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, ru
 
   def awaitReceive(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
     val d = await(seg, i, async, ch)
-    if d eq ChannelClosed then Outcome.FoundClosed else d
+    if d eq ChannelClosed then Outcome.FoundClosed
+    else if d eq RETRY then Outcome.Failed // a send branch claimed us and lost its race: a new index
+    else d
 
   /** Parks until resumed or cancelled, then ends the registration. A cancel (interrupt, or the
     * scope's cancel flag) outside `uninterruptible` abandons the cell if no one has resumed us
@@ -92,7 +109,7 @@ private[async] final class Waiter(thread: Thread, val payload: AnyRef | Null, ru
       var heldInterrupt = false
       var d = data
       while d == null || (d eq CLAIMED) || (d eq CLAIMED_CANCELLED) do
-        if d != null then spinWait() // a listener read is deciding on our value
+        if d != null then spinWait() // a listener read (or a send branch) is deciding on us
         else if spins > 0 then
           spins -= 1
           Thread.onSpinWait()
@@ -132,7 +149,11 @@ private[async] object Waiter:
   @static private[async] val RESUMED = Word("RESUMED")
   private val CLAIMED = Word("CLAIMED")
   private val CLAIMED_CANCELLED = Word("CLAIMED_CANCELLED")
-  private val INTERRUPTED = Word("INTERRUPTED")
+  private[async] val INTERRUPTED = Word("INTERRUPTED")
+  /** A reader claimed by a send branch that then lost its race: it takes a new index. */
+  private val RETRY = Word("RETRY")
+  /** A [[SelectSender]] whose listener is being asked (by the party that holds its cell). */
+  private[async] val DECIDING = Word("DECIDING")
 
-  private val WaiterData: VarHandle =
+  private[async] val WaiterData: VarHandle =
     MethodHandles.privateLookupIn(classOf[Waiter], MethodHandles.lookup()).findVarHandle(classOf[Waiter], "data", classOf[AnyRef])
