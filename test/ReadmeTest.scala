@@ -15,7 +15,7 @@ class ReadmeTest extends munit.FunSuite:
       s"$first $retried" // leaving the block cancels `slow` and waits for its thread to end
     assertEquals(answer, "fast 42")
 
-  test("README: the channel snippet sums what was sent before the close and takes one raced value"):
+  test("README: the channel snippet sums what was sent before the close, takes one raced value and selects a send"):
     val report = Async.blocking:
       val numbers = BufferedChannel[Int](16)
       Future { for i <- 1 to 100 do numbers.send(i); numbers.close() } // readers still drain after close
@@ -23,8 +23,10 @@ class ReadmeTest extends munit.FunSuite:
       val (a, b) = (SyncChannel[String](), SyncChannel[String]())
       Future { b.send("b") }
       val picked = Async.await(Async.race(a.canRead, b.canRead)).get // exactly one value is taken
-      s"$sum $picked"
-    assertEquals(report, "5050 b")
+      val out = BufferedChannel[Int](1) // a select over a send and a read: out has room, so it sends
+      val done = Async.select(out.canSend(sum).handle(_ => "sent"), a.canRead.handle(v => s"read ${v.get}"))
+      s"$sum $picked $done"
+    assertEquals(report, "5050 b sent")
 
   test("README: the parallelism snippet keeps input order, reads the values before the error, and times out"):
     import scala.concurrent.duration.*

@@ -25,6 +25,7 @@ import scala.annotation.static
   *                         for its reader (spinning)      whose cancel won: settled by that sender
   *                                                        or the reader's thread)
   *   Waiter (reader)       FAA reader with no sender      DONE (sender resumed it), CLOSED (close),
+  *                                                        Reserved (a send branch claimed it),
   *                                                        INTERRUPTED_RECEIVE (its cancel won the
   *                                                        word: settled by its thread, the sender
   *                                                        or the close that found it so);
@@ -32,8 +33,11 @@ import scala.annotation.static
   *                                                        value in first (then DONE, or
   *                                                        INTERRUPTED_RECEIVE)
   *   Waiter (sender)       sender that must wait          RESUMING, Reserved, INTERRUPTED_SEND
-  *                         (also trySend's trial)         (its cancel or trial withdrawal: settled
-  *                                                        by its thread)
+  *                         (also trySend's trial, and a   (its cancel or trial withdrawal: settled
+  *                         send branch's SelectSender,    by its thread; a SelectSender's refusal:
+  *                         which has no thread)           by the party that asked, or its
+  *                                                        withdrawal: by the select), value (a
+  *                                                        listener read resumed a SelectSender)
   *   RESUMING              FAA reader / expandBuffer      DONE, value (expandBuffer released it),
   *                         resuming a parked sender       INTERRUPTED_SEND (the sender's cancel won:
   *                                                        settled by the resumer)
@@ -41,7 +45,12 @@ import scala.annotation.static
   *                                                        INTERRUPTED_SEND (a sender's cancel won,
   *                                                        or came while the listener decided and
   *                                                        it refused: settled by the listener read)
-  *   TAKEN                 listener read: took the head   final (R moved past by the taker or a helper)
+  *                         send branch holding its cell   value (yes), DONE (yes, to a parked
+  *                         (previous: empty, IN_BUFFER,   reader), TAKEN (no: a void cell, its
+  *                         a spinning or parked reader)   reader retries), INTERRUPTED_RECEIVE
+  *                                                        (the parked reader's cancel won)
+  *   TAKEN                 listener read: took the head;  final (R moved past by the taker or a helper)
+  *                         send branch: refused (void)
   *   DONE                  sender and reader met          final
   *   BROKEN                reader that overtook its       final (both retry with new indices);
   *                         sender                         rendezvous: the sender's swap puts its

@@ -72,6 +72,20 @@ import scala.util.{Failure, Success, Try}
  *     of 5 but never removed by taking a value; and a send that finds a tapped channel empty
  *     (S == R) offers its value to the tap before it takes an index (`forward`), so the cells
  *     never see a value the tap takes at once. The multiplexer's relay; see doc/adr/0018.
+ * 10. Send branches (`canSend(x)`, a send as a Source for a select), which the paper leaves to
+ *     Kotlin's select machinery. The branch's listener must say yes before the value is sent, and
+ *     a no must leave no trace, so a send branch takes an index by FAA as any sender and then:
+ *     where the send completes at once (a buffer cell, a reader that has taken the index, spins
+ *     or is parked there) it HOLDS the cell (Reserved; a parked reader also claimed, so that its
+ *     cancel waits) while the listener decides; yes puts the value in (or hands it to the
+ *     reader), no leaves the cell void (TAKEN: as if a value had been sent and taken at once, so
+ *     the reader of the index retries and the buffer window stays as it was; a parked reader is
+ *     woken to retry). Where the send would wait, it parks a [[SelectSender]], a sender with no
+ *     thread whose listener is asked by whoever resumes it (an FAA reader, expandBuffer, a
+ *     listener read): a no makes it a cancelled sender, settled by that party. A listener read
+ *     that finds one asks the send's listener before its own (one of them must go first; see
+ *     Channel.canSend for what that means) and never takes its own select's send: it moves that
+ *     send to the tail when values wait behind it. See doc/adr/0028.
  * ============================================================================================== */
 private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   import SegmentChannel.*
