@@ -45,7 +45,10 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   *   - random scenarios of `trySend`, `tryRead`, `close` (and, unbounded, `send`), drawn by
   *     Lincheck: two threads of three operations, two before and two after;
   *   - scenarios with blocking `send` and `read`, generated here so that every interleaving
-  *     ends ([[LincheckScenarios]]), with and without `close`, plus fixed regression scenarios.
+  *     ends ([[LincheckScenarios]]), with and without `close`, plus fixed regression scenarios;
+  *   - on buffered(1), random scenarios that also draw `error` and `cancel`, with written ones
+  *     where an ending races buffered values and a sender blocked on the full buffer (a `cancel`
+  *     that skips its drain fails them; the random ones alone did not catch it).
   * A failure's message is Lincheck's report: the scenario, the results, and the interleaving.
   */
 class ChannelModelCheck extends munit.FunSuite, Watchdog:
@@ -83,6 +86,21 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
           .sequentialSpecification(spec).verifier(classOf[SpuriousTryVerifier])
           .loopBound(LoopBound)
           .check(cls)
+
+  test("lincheck: buffered(1) trySend, tryRead, close, error and cancel are linearizable in every explored interleaving"):
+    val cls = classOf[LincheckEndingChannel]
+    val options = ModelCheckingOptions()
+      .iterations(Factor).invocationsPerIteration(120)
+      .threads(2).actorsPerThread(3).actorsBefore(2).actorsAfter(2)
+      .sequentialSpecification(classOf[BufferedChannelSpec]).verifier(classOf[SpuriousTryVerifier])
+      .loopBound(LoopBound)
+    // and, always: an ending racing values in the buffer, a sender blocked on the full buffer, a read
+    Seq(
+      LincheckScenarios.of(cls, Seq("trySend" -> 1, "trySend" -> 2), Seq("cancel" -> 0, "tryRead" -> 0)),
+      LincheckScenarios.of(cls, Seq("send" -> 1, "send" -> 2), Seq("cancel" -> 0), Seq("tryRead" -> 0)),
+      LincheckScenarios.of(cls, Seq("send" -> 1, "send" -> 2), Seq("error" -> 0, "cancel" -> 0), Seq("read" -> 0))
+    ).foreach(options.addCustomScenario)
+    lincheck("buffered(1) with error and cancel, random and written scenarios")(options.check(cls))
 
   for (name, cls, spec, cap) <- LincheckKinds do
     test(s"lincheck: $name blocking send and read, with and without close, are linearizable"):
@@ -436,9 +454,8 @@ abstract class LincheckChannel(cap: Int):
 
   @Operation def close(): Unit = ch.close()
 
-  // Not drawn by Lincheck (two more operations doubled the check's time on a loaded machine and
-  // its few random scenarios did not catch a cancel that skipped its drain): the differential
-  // test above covers `error` and `cancel`; the spec knows them for the scenarios written here.
+  // Drawn only for LincheckEndingChannel (two more operations doubled the time of every check on a
+  // loaded machine); the differential test above covers `error` and `cancel` on every kind.
   def error(): Unit = ch.error(LincheckChannel.Boom)
 
   def cancel(): Unit = ch.cancel()
@@ -467,6 +484,12 @@ object LincheckChannel:
     case Some(Failure(e)) => e.toString
 
 class LincheckSyncChannel extends LincheckChannel(0)
+/** A buffered(1) channel whose random scenarios also draw `error` and `cancel` (a test of its own,
+  * with few scenarios: five operations make each one slower to explore).
+  */
+class LincheckEndingChannel extends LincheckChannel(1):
+  @Operation override def error(): Unit = super.error()
+  @Operation override def cancel(): Unit = super.cancel()
 class LincheckBufferedChannel extends LincheckChannel(1)
 class LincheckUnboundedChannel extends LincheckChannel(SegmentChannel.Unbounded):
   @Operation override def trySend(v: Int): String = super.trySend(v) // never refused: no room limit
