@@ -46,11 +46,16 @@ import scala.annotation.static
   *                                                        or came while the listener decided and
   *                                                        it refused: settled by the listener read)
   *                         send branch holding its cell   value (yes), DONE (yes, to a parked
-  *                         (previous: empty, IN_BUFFER,   reader), TAKEN (no: a void cell, its
-  *                         a spinning or parked reader)   reader retries), INTERRUPTED_RECEIVE
-  *                                                        (the parked reader's cancel won)
+  *                         (previous: empty, IN_BUFFER,   reader), VOID (no), TAKEN (no, and the
+  *                         a spinning or parked reader)   parked reader retries),
+  *                                                        INTERRUPTED_RECEIVE (the parked reader's
+  *                                                        cancel won)
   *   TAKEN                 listener read: took the head;  final (R moved past by the taker or a helper)
-  *                         send branch: refused (void)
+  *                         send branch: refused a parked
+  *                         reader's cell (it retries)
+  *   VOID                  send branch: refused the       final; readers pass it without moving B
+  *                         cell it held                   (the branch moved B for it); expandBuffer
+  *                                                        counts it as a window cell
   *   DONE                  sender and reader met          final
   *   BROKEN                reader that overtook its       final (both retry with new indices);
   *                         sender                         rendezvous: the sender's swap puts its
@@ -87,6 +92,7 @@ private[async] object CellState:
   @static val RESUMING: CellState = CellState("RESUMING")
   @static val SPINNING_READER: SpinMark = SpinMark(null, 0)
   @static val TAKEN: CellState = CellState("TAKEN")
+  @static val VOID: CellState = CellState("VOID")
   @static val DONE: CellState = CellState("DONE")
   @static val BROKEN: CellState = CellState("BROKEN")
   @static val INTERRUPTED_SEND: CellState = CellState("INTERRUPTED_SEND")

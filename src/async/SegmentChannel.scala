@@ -78,9 +78,9 @@ import scala.util.{Failure, Success, Try}
  *     where the send completes at once (a buffer cell, a reader that has taken the index, spins
  *     or is parked there) it HOLDS the cell (Reserved; a parked reader also claimed, so that its
  *     cancel waits) while the listener decides; yes puts the value in (or hands it to the
- *     reader), no leaves the cell void (TAKEN: as if a value had been sent and taken at once, so
- *     the reader of the index retries and the buffer window stays as it was; a parked reader is
- *     woken to retry). Where the send would wait, it parks a [[SelectSender]], a sender with no
+ *     reader), no leaves the cell VOID (its reader, if one took the index, retries; readers pass
+ *     it without moving B, which the branch moves on for it at once, so the buffer's room is what
+ *     it was; a parked reader is woken to retry, and its cell is TAKEN). Where the send would wait, it parks a [[SelectSender]], a sender with no
  *     thread whose listener is asked by whoever resumes it (an FAA reader, expandBuffer, a
  *     listener read): a no makes it a cancelled sender, settled by that party. A listener read
  *     that finds one asks the send's listener before its own (one of them must go first; see
@@ -539,6 +539,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         case _ =>
           if state eq RESUMING then spinWait() // expandBuffer is resuming the sender
           else if state eq INTERRUPTED_SEND then return Outcome.Failed // nothing here; the window did not count it
+          else if state eq VOID then return Outcome.Failed // a refused send branch, which moved B for it
           else if state eq TAKEN then
             // a listener read took the value before our FAA reached it, and could not move R
             expandBuffer()
@@ -655,6 +656,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           case _ =>
             if state eq RESUMING then spinWait()
             else if state eq INTERRUPTED_SEND then rCounter.compareAndSet(r, r + 1) // skip; not a window cell
+            else if state eq VOID then rCounter.compareAndSet(r, r + 1) // skip; its send branch moved B
             else if state eq TAKEN then { if rCounter.compareAndSet(r, r + 1) then expandBuffer() } // help commit
             else if state eq CLOSED then return k(Failure(closedException()))
             else if (state eq DONE) || (state eq BROKEN) || (state eq INTERRUPTED_RECEIVE) || isMark(state) then
@@ -770,6 +772,17 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         else seg.cleanPrev() // BranchRetry: a poisoned cell or a cancelled reader; a new index
     false
 
+  /** A send branch refused in the cell it holds, which no reader has parked in: the cell becomes
+    * VOID, which readers pass without moving B, and B is moved on here instead, now. So the
+    * buffer's room is what it was at once (as if index `i` had never been taken), not only once
+    * a reader has passed the cell, as it would be if the cell counted as a value taken (TAKEN).
+    * The expansion that counts the cell itself (if one reaches it later) counts it as it would any
+    * other: exactly one expansion per index, as for every index.
+    */
+  private def voidCell(seg: Segment, i: Int): Unit =
+    seg.setCell(i, VOID)
+    expandBuffer()
+
   /** One cell for a send branch; a Branch* code. */
   private def branchCell(seg: Segment, i: Int, s: Long, v: AnyRef, k: Listener[Try[Unit]], branch: SelectSender.Branch | Null): Int =
     while true do
@@ -791,19 +804,18 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         // else: CAS unsuccessful, repeat
       else if state == null || (state eq IN_BUFFER) || isMark(state) then
         // a buffer cell, or the reader of this index is on its way or spins here: hold the cell
-        // while k decides (a reader spins on the reservation); no, and the cell is void (TAKEN:
-        // as if sent and taken at once, so its reader retries and the window stays as it was)
+        // while k decides (a reader spins on the reservation); no, and the cell is VOID
         val reserved = Reserved(state)
         if seg.cas(i, state, reserved) then
           val took = try k(SelectSender.Sent) catch
             case e: Throwable =>
-              seg.setCell(i, TAKEN)
+              voidCell(seg, i)
               throw e
           if took then
             seg.setCell(i, v)
             if !isMark(state) then notifyListeners() // a listener read may take the value
             return BranchTook
-          seg.setCell(i, TAKEN)
+          voidCell(seg, i)
           return BranchRefused
         // else: CAS unsuccessful, repeat
       else state match
@@ -1063,7 +1075,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               if capacity == Unbounded then fail(s"sender parked in an unbounded channel, cell $idx")
             case _ => // a buffered value
               if idx < r then fail(s"value left behind in cell $idx below R=$r")
-              if isRendezvous then fail(s"value in rendezvous cell $idx of a quiescent channel (its sender should have parked)")
+              // one exception: a send branch resumed by a listener read that then refused leaves its
+              // value at the head (Channel.canSend)
+              if isRendezvous && idx != r then fail(s"value in rendezvous cell $idx of a quiescent channel (its sender should have parked)")
               buffered += 1
         i += 1
       val (pointers, notProcessed, notInterrupted) = seg.counters
@@ -1201,7 +1215,7 @@ private[async] object SegmentChannel:
   private inline val Retry = -1
 
   private def isTerminal(st: AnyRef): Boolean =
-    (st eq TAKEN) || (st eq DONE) || (st eq BROKEN) || (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED)
+    (st eq TAKEN) || (st eq VOID) || (st eq DONE) || (st eq BROKEN) || (st eq INTERRUPTED_SEND) || (st eq INTERRUPTED_RECEIVE) || (st eq CLOSED)
 
   private def cellCode(st: AnyRef | Null): String =
     if st == null then "_"
@@ -1215,6 +1229,7 @@ private[async] object SegmentChannel:
         else if st eq TAKEN then "T"
         else if st eq DONE then "D"
         else if st eq BROKEN then "X"
+        else if st eq VOID then "o"
         else if st eq INTERRUPTED_SEND then "i"
         else if st eq INTERRUPTED_RECEIVE then "j"
         else if st eq CLOSED then "C"
