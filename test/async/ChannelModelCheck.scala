@@ -290,8 +290,8 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     */
   private def notBlocking[T](what: String)(body: Async ?=> T): T =
     if !sendBranches then Async.blocking(body)
-    else Async.blocking(withTimeoutOption(Support.Patience)(body))
-      .getOrElse(fail(s"$what blocked for ${Support.Patience} ms, though the model says it does not wait"))
+    else Async.blocking(withTimeoutOption(NotBlockingBound)(body))
+      .getOrElse(fail(s"$what blocked for $NotBlockingBound ms, though the model says it does not wait"))
 
   /** What a read must give now, taking it from the model. */
   private def expectRead(): Option[Try[Int]] =
@@ -549,6 +549,9 @@ private object ChannelModelCheck:
     case Failure(e)                         => e.toString
 
   val Sent: Try[Unit] = Success(())
+
+  /** How long a `send` or `read` the model says does not wait may take (it takes microseconds). */
+  val NotBlockingBound: Long = 1000
 
   /** A send branch's result made comparable, as `norm`. */
   def normSend(t: Try[Unit]): Any = t match
