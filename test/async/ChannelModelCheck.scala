@@ -28,11 +28,20 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * and a value sent into an empty channel if it would, ahead of any waiting listener; what it
   * refuses stays first; it is offered only the head, the value being sent, or the closed failure
   * (once closed and drained); an untapped tap is offered nothing more.
+  * With send branches (the second set of tests), sends also include `canSend(v).poll(k)`
+  * (selectNow's way: it sends iff a trySend would, asking `k` first, and `k`'s no sends nothing),
+  * `canSend(v).onComplete(k)` (a select's registration: asked at once where the send would not
+  * wait, else parked, to the model a blocked sender whose `k` is asked when a reader, room or the
+  * tap comes to it) and `dropListener(k)` (a parked branch gone, having sent nothing); each `k`
+  * accepts or refuses (a select won elsewhere), and must be called exactly as the model says. On
+  * a tapped or filtered rendezvous channel a parked branch is asked before the reader that found
+  * it, which may then refuse the value: it stays first in line (the relaxation documented at
+  * `Channel.canSend`), and the model keeps it as a buffered value.
   * Without contention nothing may fail spuriously, so the model is exact, except for which of
   * several waiting listeners a value goes to (the facade does not promise reader order).
   * Kinds: rendezvous, buffered 1, 2, 3, 31, 32, 33, 64 (around the segment size of 32) and
-  * unbounded; 300 sequences each (times `ASYNCPIPE_STRESS`), one in ten up to 2,000 operations
-  * long so that failed tries and cancelled listeners cross many segments.
+  * unbounded; 300 sequences each (100 with send branches; times `ASYNCPIPE_STRESS`), one in ten
+  * up to 2,000 operations long so that failed tries and cancelled listeners cross many segments.
   *
   * ==Lincheck model checking==
   * Lincheck (org.jetbrains.lincheck:lincheck, JDK 25 in the test fork: it instruments classes
@@ -65,6 +74,15 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
       for n <- 0 until sequences do
         val length = 1 + rnd.nextInt(if rnd.nextInt(10) == 0 then 2000 else 250)
         Differential(cap, seed, n, Random(rnd.nextLong())).run(length)
+
+  for cap <- Kinds do
+    test(s"differential with send branches: ${kindName(cap)} agrees with the model on sequences of canSend polls, registered branches and drops among the rest"):
+      val seed = seedFrom(s"model with send branches $cap")
+      val rnd = Random(seed)
+      val sequences = 100 * Factor
+      for n <- 0 until sequences do
+        val length = 1 + rnd.nextInt(if rnd.nextInt(10) == 0 then 2000 else 250)
+        Differential(cap, seed, n, Random(rnd.nextLong()), sendBranches = true).run(length)
 
   // Lincheck, model checking (see LincheckChannel below)
 
@@ -123,8 +141,10 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
     try check
     catch case e: Throwable if e.getClass.getName.contains("lincheck") => Assertions.fail(s"$what: ${e.getMessage}", e)
 
-/** One random sequence on a fresh channel and a fresh model. */
-private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Random):
+/** One random sequence on a fresh channel and a fresh model; with `sendBranches`, the sends
+  * include send branches (`canSend`) too.
+  */
+private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Random, sendBranches: Boolean = false):
   import ChannelModelCheck.*
 
   private val ch = make[Int](cap)
@@ -145,6 +165,37 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     p.expected += t
     expectedCalls += 1
   private var nextValue = 0
+
+  /** Send branches registered (`canSend(v).onComplete(k)`) that wait, in the order they parked.
+    * To the model they are senders blocked in `send`: the channel holds their values beyond its
+    * capacity, in line after the buffered ones. Each one's listener is asked (called with
+    * `Success(())`) once a reader, room or the tap comes to it: yes, and the value is sent; no,
+    * and the branch is gone, having sent nothing (a select won elsewhere meanwhile).
+    */
+  private val parked = mutable.ArrayBuffer.empty[SendProbe]
+  /** Every send branch's listener, registered or polled with. */
+  private val sendProbes = mutable.ArrayBuffer.empty[SendProbe]
+  private def expectSend(p: SendProbe, t: Try[Unit]): Unit =
+    p.expected += t
+    expectedCalls += 1
+  private def closedSend: Try[Unit] = Failure(ChannelClosedException(cause))
+
+  /** Asks the parked branch first in line: its value joins the queue if its listener accepts. */
+  private def askFirstParked(): Unit =
+    val p = parked.remove(0)
+    expectSend(p, Sent)
+    if p.accept then queue.enqueue(p.v)
+
+  /** Someone looks at the head of an empty rendezvous channel (a reader, a listener, the tap): its
+    * parked branches are asked in order until one accepts, whose value is then first in line (a
+    * reader takes it; one that refuses leaves it there, like a buffered value: the documented
+    * relaxation of `canSend`). Other kinds have no parked branch while their queue is empty.
+    */
+  private def surface(): Unit = while queue.isEmpty && parked.nonEmpty do askFirstParked()
+
+  /** Room made in a buffered channel goes to its parked branches, in order (`expandBuffer`). */
+  private def promote(): Unit = while room && parked.nonEmpty do askFirstParked()
+
   /** Favours sends (towards full) or reads (towards empty) for this whole sequence. */
   private val sendBias = 0.15 + rnd.nextDouble() * 0.7
 
@@ -153,7 +204,8 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   private def fail(msg: String)(using Location): Nothing =
     Assertions.fail(
       s"${kindName(cap)}, seed $seed, sequence $sequence, operation ${history.size}: $msg\n" +
-        s"model: queue ${queue.mkString("[", ",", "]")}, closed $closed, ${waiting.size} listeners waiting\n" +
+        s"model: queue ${queue.mkString("[", ",", "]")}, closed $closed, ${waiting.size} listeners waiting, " +
+        s"send branches parked ${parked.map(p => s"k${p.id}:${p.v}${if p.accept then "" else "(refusing)"}").mkString("[", ",", "]")}\n" +
         s"last operations: ${history.takeRight(25).mkString("; ")}\nchannel: ${safeDump(ch)}")
 
   private def check(cond: Boolean, msg: => String)(using Location): Unit = if !cond then fail(msg)
@@ -167,10 +219,12 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       catch case e: AssertionError => fail(s"invariants broken: ${e.getMessage}")
       if calls.count != expectedCalls then // some listener was called unexpectedly, or not called
         probes.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
+        checkSendProbes()
         fail(s"listeners were called ${calls.count} times in all, expected $expectedCalls")
       waiting.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
     probes.foreach(p => check(p.calls.map(norm) == p.expected.map(norm), s"listener k${p.id} was called with ${p.calls}, expected ${p.expected}"))
-      check(ch.isClosed == closed, s"isClosed is ${ch.isClosed}, model says $closed")
+    checkSendProbes()
+    check(ch.isClosed == closed, s"isClosed is ${ch.isClosed}, model says $closed")
     check(ch.capacity == cap, s"capacity ${ch.capacity}")
 
   /** The channel's tap, if any; taps untapped before, which must be offered nothing more. */
@@ -178,7 +232,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
   private var tap: TapProbe | Null = null
   private val untapped = mutable.ArrayBuffer.empty[(TapProbe, Int)]
   /** Whether a send of `v` now goes straight to the tap (the channel is empty). */
-  private def tapTakes(v: Int): Boolean = tap != null && queue.isEmpty && !closed && tap.nn.takes(v)
+  private def tapTakes(v: Int): Boolean = tap != null && queue.isEmpty && parked.isEmpty && !closed && tap.nn.takes(v)
   /** What this step may offer the tap besides the head after it: the head before it, a value it sends. */
   private var offerable = Set.empty[Any]
 
@@ -190,11 +244,16 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     else if r < 0.012 then doCancel()
     else if r < 0.026 then doTapOrUntap()
     else if r < sendBias then
-      if rnd.nextInt(4) == 0 && (closed || waiting.nonEmpty || room || tapTakes(nextValue)) then doSend() else doTrySend()
+      val op = if sendBranches then rnd.nextInt(8) else rnd.nextInt(4)
+      if op == 0 && (closed || waiting.nonEmpty || room || tapTakes(nextValue)) then doSend()
+      else if op <= 3 then doTrySend()
+      else if op == 4 then doSendBranchPoll()
+      else if op <= 6 then doSendBranchRegister()
+      else doSendBranchDrop()
     else
       rnd.nextInt(10) match
         case 0 | 1 | 2 => doTryRead()
-        case 3         => if queue.nonEmpty || closed then doRead() else doTryRead()
+        case 3         => if queue.nonEmpty || closed || parked.exists(_.accept) then doRead() else doTryRead()
         case 4         => doPoll()
         case 5         => doRefusingPoll()
         case 6         => doFilteredPoll()
@@ -236,15 +295,29 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     nextValue += 1
     offerable += v
     history += s"send($v)"
-    val result = Try(Async.blocking(ch.send(v)))
+    val result = Try(notBlocking(s"send($v)")(ch.send(v)))
     if closed then check(isClosedFailure(result), s"send($v) on a closed channel gave $result")
     else result match
-      case Success(_) => expectSend(v, true, s"send($v)")
-      case Failure(e) => fail(s"send($v) threw $e")
+      case Success(_)                       => expectSend(v, true, s"send($v)")
+      case Failure(e: munit.FailException) => throw e // blocked (notBlocking)
+      case Failure(e)                       => fail(s"send($v) threw $e")
+
+  /** Runs a blocking `send` or `read` that the model says will not block. With send branches it
+    * is bounded, in a future of its own: a channel that disagrees (a send branch that took room
+    * it did not use once blocked the send) then fails the test rather than hanging it.
+    */
+  private def notBlocking[T](what: String)(body: Async ?=> T): T =
+    if !sendBranches then Async.blocking(body)
+    else Async.blocking(withTimeoutOption(NotBlockingBound)(body))
+      .getOrElse(fail(s"$what blocked for $NotBlockingBound ms, though the model says it does not wait"))
 
   /** What a read must give now, taking it from the model. */
   private def expectRead(): Option[Try[Int]] =
-    if queue.nonEmpty then Some(Success(queue.dequeue()))
+    surface()
+    if queue.nonEmpty then
+      val v = queue.dequeue()
+      promote()
+      Some(Success(v))
     else if closed then Some(closedFailure)
     else None
 
@@ -258,7 +331,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
 
   private def doRead(): Unit =
     history += "read"
-    val actual = Try(Async.blocking(ch.read())).fold(e => fail(s"read threw $e"), identity)
+    val actual = Try(notBlocking("read")(ch.read())).fold({ case e: munit.FailException => throw e; case e => fail(s"read threw $e") }, identity)
     val expected = expectRead()
     check(same(Some(actual), expected), s"read gave $actual, expected $expected")
 
@@ -268,10 +341,94 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     val expected = expectRead()
     check(same(actual, expected), s"canRead.poll() gave $actual, expected $expected")
 
+  // Send branches
+
+  /** What a send branch of `p.v` does now, asking `p` where the send would not wait; true iff
+    * `p` took the send. A poll (`parks = false`) that would wait gives up without asking `p`; a
+    * registration parks (its listener asked later, see `parked`).
+    */
+  private def expectBranch(p: SendProbe, parks: Boolean): Boolean =
+    if closed then
+      expectSend(p, closedSend)
+      p.accept
+    else if tapTakes(p.v) then
+      // an empty channel whose tap takes the value: `p` is asked first (the value held in a buffer
+      // cell, or, rendezvous, waiting in the head cell where the tap looks at once), and the tap
+      // has it ahead of any waiting listener, as a send's value
+      expectSend(p, Sent)
+      if p.accept then tap.nn.expected += p.v
+      p.accept
+    else if waiting.nonEmpty then
+      // a reader waits (the queue is empty): `p` is asked first, then the reader gets the value
+      expectSend(p, Sent)
+      if p.accept then
+        val served = waiting.filter(w => w.calls.size > w.expected.size)
+        check(served.size == 1, s"canSend(${p.v}): ${served.size} waiting listeners were called, expected exactly one")
+        expect(served.head, Success(p.v))
+        waiting -= served.head
+      p.accept
+    else if room then
+      // a buffer cell: `p` is asked while the cell is held; no, and the cell takes no room
+      expectSend(p, Sent)
+      if p.accept then queue.enqueue(p.v)
+      p.accept
+    else if tap != null && cap == 0 && queue.isEmpty && parked.isEmpty then
+      // a rendezvous branch waits in the head cell, where the tap looks at once: `p` is asked
+      // first, and an accepted value is the tap's if it takes it, else first in line (settleTap)
+      expectSend(p, Sent)
+      if p.accept then queue.enqueue(p.v)
+      p.accept
+    else
+      if parks then parked += p
+      false
+
+  private def newSendProbe(what: String): SendProbe =
+    val v = nextValue
+    nextValue += 1
+    offerable += v
+    val p = SendProbe(sendProbes.size, v, accept = rnd.nextInt(4) != 0, calls, ch.canSend(v))
+    sendProbes += p
+    history += s"canSend($v).$what(k${p.id}${if p.accept then "" else ", refusing"})"
+    p
+
+  /** `canSend(v).poll(k)`: selectNow's way. Sends iff a trySend would (asking `k` first), but
+    * for the relaxation on a tapped rendezvous channel (see `expectBranch`).
+    */
+  private def doSendBranchPoll(): Unit =
+    val p = newSendProbe("poll")
+    val took = Try(p.source.poll(p)).fold(e => fail(s"canSend(${p.v}).poll threw $e"), identity)
+    val expected = expectBranch(p, parks = false)
+    check(took == expected, s"canSend(${p.v}).poll(k${p.id}) gave $took, expected $expected")
+
+  /** `canSend(v).onComplete(k)`: a select's registration. */
+  private def doSendBranchRegister(): Unit =
+    val p = newSendProbe("onComplete")
+    Try(p.source.onComplete(p)).failed.foreach(e => fail(s"canSend(${p.v}).onComplete threw $e"))
+    expectBranch(p, parks = true)
+
+  /** `dropListener(k)` of a parked branch (a select that won elsewhere): it is gone, having sent
+    * nothing; or of a branch decided before, which changes nothing.
+    */
+  private def doSendBranchDrop(): Unit =
+    if parked.nonEmpty then
+      val p = parked(rnd.nextInt(parked.size))
+      history += s"canSend(${p.v}).dropListener(k${p.id})"
+      p.source.dropListener(p)
+      parked -= p
+    else if sendProbes.nonEmpty then
+      val p = sendProbes(rnd.nextInt(sendProbes.size))
+      history += s"canSend(${p.v}).dropListener(k${p.id}) (decided)"
+      p.source.dropListener(p)
+    else doTrySend()
+
+  private def checkSendProbes(): Unit =
+    sendProbes.foreach(p => check(p.calls.map(normSend) == p.expected.map(normSend),
+      s"send branch k${p.id} (of ${p.v}) was called with ${p.calls}, expected ${p.expected}"))
+
   /** The value ready now, if any, without taking it. */
   private def head: Option[Try[Int]] =
     if queue.nonEmpty then Some(Success(queue.head))
-    else if closed then Some(closedFailure)
+    else if closed && parked.isEmpty then Some(closedFailure)
     else None
 
   private def doRefusingPoll(): Unit =
@@ -280,6 +437,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     probes += p
     val took = ch.canRead.poll(p)
     check(!took, "canRead.poll(k) reported a take though k refused")
+    surface()
     head.foreach(expect(p, _)) // offered the head, which stays
 
   private def doFilteredPoll(): Unit =
@@ -289,6 +447,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       case Success(v) => keepOdd && v % 2 == 1
       case Failure(_) => true
     }.poll()
+    surface()
     val passes = head match
       case Some(Success(v)) => keepOdd && v % 2 == 1
       case Some(Failure(_)) => true
@@ -326,10 +485,19 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
         check(tapped.tap(t), "tap() refused with no tap registered")
         tap = t
 
-  /** The tap takes the head while it would: every step that changes the head offers it the head. */
+  /** The tap takes the head while it would: every step that changes the head offers it the head
+    * (on a rendezvous channel, a parked send branch's, once its listener accepted).
+    */
   private def settleTap(): Unit = tap match
-    case t: TapProbe => while queue.nonEmpty && t.takes(queue.head) do t.expected += queue.dequeue()
-    case null        => ()
+    case t: TapProbe =>
+      var again = true
+      while again do
+        surface()
+        if queue.nonEmpty && t.takes(queue.head) then
+          t.expected += queue.dequeue()
+          promote()
+        else again = false
+    case null => ()
 
   /** After each step: the tap took what the model says, and was offered nothing but what this
     * step may offer (the head before or after it, a value it sent, a value the tap took), and the
@@ -341,7 +509,7 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
       case t: TapProbe =>
         check(t.took == t.expected, s"tap ${t.name} took ${t.took.takeRight(10)}, expected ${t.expected.takeRight(10)}")
         val odd = t.calls.drop(t.checked).map(norm).filterNot {
-          case x: String if x.startsWith("closed") => closed && queue.isEmpty
+          case x: String if x.startsWith("closed") => closed && queue.isEmpty && parked.isEmpty
           case x        => offerable(x) || ready(x) || t.took.contains(x)
         }
         check(odd.isEmpty, s"tap ${t.name} was offered ${odd.take(5)}; this step may offer ${offerable ++ ready}")
@@ -364,7 +532,9 @@ private final class Differential(cap: Int, seed: Long, sequence: Int, rnd: Rando
     // The cancel drains the channel as a reader would: a tap is offered each head on the way and
     // may take it (a reader at the moment of the cancel). What it took was one of the dropped
     // values, and one it takes.
-    val dropped = queue.toList
+    val dropped = queue.toList ++ parked.filter(_.accept).map(_.v)
+    parked.foreach(expectSend(_, Sent)) // asked as a reader would; their values dropped with the rest
+    parked.clear()
     tap match
       case t: TapProbe =>
         val taken = t.took.drop(t.expected.size).toList
@@ -395,6 +565,29 @@ private object ChannelModelCheck:
     case Success(v)                         => v
     case Failure(e: ChannelClosedException) => if e.getCause == null then "closed" else s"closed by ${e.getCause.getClass.getSimpleName}"
     case Failure(e)                         => e.toString
+
+  val Sent: Try[Unit] = Success(())
+
+  /** How long a `send` or `read` the model says does not wait may take (it takes microseconds). */
+  val NotBlockingBound: Long = 1000
+
+  /** A send branch's result made comparable, as `norm`. */
+  def normSend(t: Try[Unit]): Any = t match
+    case Success(_)                         => "sent"
+    case Failure(e: ChannelClosedException) => if e.getCause == null then "closed" else s"closed by ${e.getCause.getClass.getSimpleName}"
+    case Failure(e)                         => e.toString
+
+  /** A send branch's listener (`canSend(v)`'s, held in `source`): it records its calls and
+    * accepts every one, or refuses every one (a select that won elsewhere).
+    */
+  final class SendProbe(val id: Int, val v: Int, val accept: Boolean, counter: Counter, val source: Async.Source[Try[Unit]])
+      extends Listener[Try[Unit]]:
+    val calls = mutable.ArrayBuffer.empty[Try[Unit]]
+    val expected = mutable.ArrayBuffer.empty[Try[Unit]]
+    def apply(t: Try[Unit]): Boolean =
+      counter.count += 1
+      calls += t
+      accept
 
   def isClosedFailure(t: Try[?]): Boolean = t match
     case Failure(_: ChannelClosedException) => true

@@ -6,6 +6,7 @@ import java.util.concurrent.atomic.{AtomicIntegerArray, AtomicLong, AtomicLongAr
 import java.util.concurrent.locks.LockSupport
 import scala.collection.mutable
 import scala.jdk.CollectionConverters.*
+import scala.concurrent.duration.*
 import scala.util.{Failure, Random, Success, Try}
 import munit.{Assertions, Location}
 import Support.*
@@ -27,6 +28,15 @@ import Support.*
   * Ways of reading: `read()`; a mix of `read()`, `canRead.await`, a filtered `canRead` and
   * `tryRead()` (senders mixing `trySend` and `send`); and `Async.race` over three channels'
   * `canRead` (Go's `select`), plain and nested.
+  * Send branches: on rendezvous, buffered(1), buffered(16) and unbounded channels, senders send
+  * each value through an `Async.select` of `canSend` branches on two channels, sometimes raced
+  * against a timer (`Async.after`) or a read of one of the channels, nested in a race, or polled
+  * (`selectNow`); a select that sent nothing (its timer or read won, or nothing was ready) sends
+  * the value again. Readers read by `read()`, `canRead`, `tryRead` and selects. Half of the
+  * canceller's strokes there are interrupts of the thread rather than cancels of the future.
+  * Checked as above, with the channel each value went to being the one its select chose, order
+  * per sender and channel, every value a select read instead of sending read once too, and the
+  * selects' own timers gone from the scheduler at the end.
   *
   * ==No garbage from cancelled waiters==
   * Reads blocked on an empty rendezvous channel, and sends blocked on a full buffered(16) one,
@@ -34,8 +44,10 @@ import Support.*
   * at most 3 segments are reachable (`segmentCount`: cancelled cells are unlinked), the heap
   * retained after full collections has grown by less than 1 MiB, a `trySend` finds no reader
   * left behind (rendezvous) or the buffer holds exactly its 16 values (buffered), and a send and
-  * a read still pair. The same for a million `canRead` listeners registered and dropped, and for
-  * 100,000 values taken by listener reads (`tryRead`, `canRead.poll`) alone.
+  * a read still pair. The same for a million `canRead` listeners registered and dropped, for
+  * 100,000 values taken by listener reads (`tryRead`, `canRead.poll`) alone, and for 100,000 send
+  * branches (fewer on platform threads) registered and dropped on a rendezvous and a full
+  * buffered(16) channel: selects that lose to a read, or (one in a thousand) time out.
   *
   * Sizes scale with the environment variable `ASYNCPIPE_STRESS` (a multiplier, default 1: about
   * 10 s per runtime; 100 for the long on-demand run, which also prints a line of statistics
@@ -69,10 +81,23 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
         cancels += runExactlyOnce(cap, mode, plan, seed + cap)
       assert(cancels > 0, s"the canceller cancelled nothing (seed $seed): the test did not test cancellation")
 
+  // Send branches: senders send each value through a select of `canSend` branches on two
+  // channels, raced against a timer, a read, or nested in a race, or polled (selectNow)
+  private val SendSelectKinds = Seq(0, 1, 16, SegmentChannel.Unbounded)
+  private val SendSelectPlan = Plan(senders = 3, readers = 2, perSender = 1500 * Factor, channels = 2)
+
+  test(s"exactly once under random cancels and interrupts: ${SendSelectPlan.senders} senders, ${SendSelectPlan.readers} readers, ${ReadMode.SendSelect.describe}; rendezvous, buffered(1), buffered(16), unbounded"):
+    val seed = seedFrom("send branches")
+    var cancels = 0L
+    for cap <- SendSelectKinds do
+      cancels += runExactlyOnce(cap, ReadMode.SendSelect, SendSelectPlan, seed + cap)
+    assert(cancels > 0, s"the canceller cancelled nothing (seed $seed): the test did not test cancellation")
+
   /** One run; returns the number of cancels that landed on a pending future. */
   private def runExactlyOnce(cap: Int, mode: ReadMode, plan: Plan, seed: Long)(using Location): Long =
     val channels = Vector.fill(plan.channels)(make[Long](cap))
     val run = Run(cap, mode, plan, seed, channels)
+    val started = System.nanoTime()
     Async.blocking:
       val senders = (0 until plan.senders).map(s => run.supervise(s, run.Sender(s)))
       val readers = (0 until plan.readers).map(r => run.supervise(plan.senders + r, run.Reader(r)))
@@ -83,7 +108,10 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
         case Failure(e) => Assertions.fail(s"${run.where}: an actor failed: $e", e)
         case _          => ())
     val stats = run.verify()
-    if Factor > 1 || sys.env.contains("ASYNCPIPE_STATS") then println(s"${getClass.getSimpleName}: ${run.where}: $stats")
+    val ran = millisSince(started)
+    if mode == ReadMode.SendSelect then run.checkTimers()
+    if Factor > 1 || sys.env.contains("ASYNCPIPE_STATS") then
+      println(s"${getClass.getSimpleName}: ${run.where}: $stats; $ran ms, ${millisSince(started) - ran} ms more for the timers")
     run.cancels.get
 
   /** The state of one exactly-once run: actors, their records, the canceller. */
@@ -92,8 +120,19 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     private val actors = plan.senders + plan.readers
     /** What each send ended as: Unknown, Sent (returned normally), Cancelled, or Closed. */
     private val outcome = Vector.fill(plan.senders)(AtomicIntegerArray(plan.perSender))
-    /** Per reader: (channel index, value), in the order read. */
-    private val received = Vector.fill(plan.readers)(ConcurrentLinkedQueue[(Int, Long)]())
+    /** Where each sent value went: 1 + the channel's index (SendSelect: the select's choice). */
+    private val sentTo = Vector.fill(plan.senders)(AtomicIntegerArray(plan.perSender))
+    /** The streams of values read: one per reader, and (SendSelect) one per sender, whose
+      * selects may read instead of sending.
+      */
+    private val streams = plan.readers + (if mode == ReadMode.SendSelect then plan.senders else 0)
+    /** Per stream: (channel index, value), in the order read. */
+    private val received = Vector.fill(streams)(ConcurrentLinkedQueue[(Int, Long)]())
+    /** SendSelect: selects whose timer rang first, that read a value instead, that found nothing
+      * ready (selectNow), and interrupts of actors' threads (besides cancels of their futures).
+      */
+    private val timeouts, readInstead, notReady, interrupts = AtomicLong()
+    private val timersBefore = Timers.pending
     private val errors = ConcurrentLinkedQueue[String]()
     /** The running epoch of each actor, for the canceller. */
     private val epochs = AtomicReferenceArray[Epoch](actors)
@@ -137,17 +176,55 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
           val v = tag(s, next)
           val result =
             try
-              if mode == ReadMode.Mixed && rnd.nextInt(3) == 0 && ch.trySend(v) then Sent
+              if mode == ReadMode.SendSelect then selectSend(s, next, v, rnd)
+              else if mode == ReadMode.Mixed && rnd.nextInt(3) == 0 && ch.trySend(v) then Sent
               else
                 ch.send(v)
                 Sent
             catch
               case _: CancellationException  => cancelled = true; Cancelled
               case _: ChannelClosedException => Closed
-          outcome(s).set(next, result)
-          next += 1
+          if result != Unknown then // Unknown: nothing sent (a timer or a read won): the value again
+            if result == Sent && mode != ReadMode.SendSelect then sentTo(s).set(next, 1 + channelOf(s))
+            outcome(s).set(next, result)
+            next += 1
           progress.incrementAndGet()
         !cancelled
+
+    /** Offers `v` (sender `s`'s `q`th value) to both channels through a select of two send
+      * branches, in a random order, sometimes raced against a short timer (`Async.after`) or a
+      * read of one of the channels, or nested in a race, or polled (`selectNow`). Sent (and
+      * where to in `sentTo`), or Unknown if nothing was sent (the timer or the read won, or
+      * nothing was ready); a cancel or an interrupt throws `CancellationException`.
+      */
+    private def selectSend(s: Int, q: Int, v: Long, rnd: Random)(using Async): Int =
+      def sent(i: Int)(r: Try[Unit]): Int = r match
+        case Success(_) =>
+          sentTo(s).set(q, i + 1)
+          Sent
+        case Failure(e) =>
+          errors.add(s"sender $s: the send branch of seq $q to channel $i failed: $e")
+          Closed
+      val sends = Seq(channels(0).canSend(v).handle(sent(0)), channels(1).canSend(v).handle(sent(1)))
+      val branches = if rnd.nextBoolean() then sends else sends.reverse
+      rnd.nextInt(8) match
+        case 0 =>
+          Async.select(branches :+ Async.after(rnd.nextInt(3).toLong.millis).handle(_ => { timeouts.incrementAndGet(); Unknown })*)
+        case 1 =>
+          val i = rnd.nextInt(2)
+          val read = channels(i).canRead.handle { t =>
+            t match
+              case Success(w) => received(plan.readers + s).add((i, w))
+              case Failure(e) => errors.add(s"sender $s: its select read $t from channel $i")
+            readInstead.incrementAndGet()
+            Unknown
+          }
+          Async.select((if rnd.nextBoolean() then branches :+ read else read +: branches)*)
+        case 2 =>
+          val race = Async.race(channels(0).canSend(v).map(r => (0, r)), channels(1).canSend(v).map(r => (1, r)))
+          Async.select(race.handle((i, r) => sent(i)(r)))
+        case 3 => Async.selectNow(branches*)(otherwise = { notReady.incrementAndGet(); Unknown })
+        case _ => Async.select(branches*)
 
     /** Reads until every channel it reads is closed and drained. */
     final class Reader(r: Int) extends Actor:
@@ -158,9 +235,10 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
         try
           while open.nonEmpty do
             val (i, t) = mode match
-              case ReadMode.Read  => (0, channels(0).read())
-              case ReadMode.Mixed => (0, mixedRead(channels(0), rnd))
-              case ReadMode.Race  => raceRead(open.toIndexedSeq, rnd)
+              case ReadMode.Read       => (0, channels(0).read())
+              case ReadMode.Mixed      => (0, mixedRead(channels(0), rnd))
+              case ReadMode.Race       => raceRead(open.toIndexedSeq, rnd)
+              case ReadMode.SendSelect => selectRead(open.toIndexedSeq, rnd)
             t match
               case Success(v)                         => mine.add((i, v)); progress.incrementAndGet()
               case Failure(_: ChannelClosedException) => open -= i
@@ -176,6 +254,19 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
       case _ => ch.tryRead() match
         case Some(t) => t
         case None    => ch.read()
+
+    /** A read of one of the open channels: read(), canRead.await, tryRead, or a select over
+      * both, plain or with a race nested in it.
+      */
+    private def selectRead(open: IndexedSeq[Int], rnd: Random)(using Async): (Int, Try[Long]) =
+      val i = open(rnd.nextInt(open.size))
+      rnd.nextInt(5) match
+        case 0 => (i, channels(i).read())
+        case 1 => (i, channels(i).canRead.await)
+        case 2 => (i, channels(i).tryRead().getOrElse(channels(i).read()))
+        case 3 if open.size > 1 =>
+          Async.select(Async.race(open.map(j => channels(j).canRead.map(t => (j, t)))*).handle(identity))
+        case _ => Async.select(open.map(j => channels(j).canRead.handle(t => (j, t)))*)
 
     private def raceRead(open: IndexedSeq[Int], rnd: Random)(using Async): (Int, Try[Long]) =
       val sources = open.map(i => channels(i).canRead.map(t => (i, t)))
@@ -199,7 +290,12 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
         if t != null && !epoch.future.isCompleted then
           val blocked = t.getState == Thread.State.WAITING
           if blocked || rnd.nextInt(8) == 0 then
-            epoch.future.cancel()
+            // SendSelect: half of them an interrupt of the thread, which a blocked select takes for
+            // a cancel (one that lands while the body runs is seen at its next wait)
+            if mode == ReadMode.SendSelect && rnd.nextBoolean() then
+              t.interrupt()
+              interrupts.incrementAndGet()
+            else epoch.future.cancel()
             cancels.incrementAndGet()
         LockSupport.parkNanos(rnd.between(5_000, 100_000))
         val p = progress.get
@@ -227,22 +323,24 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     def verify()(using Location): String =
       val problems = mutable.ArrayBuffer.from(errors.asScala)
       val times = mutable.HashMap.empty[Long, Int]
-      for r <- 0 until plan.readers do
-        val last = mutable.HashMap.empty[Int, Int]
+      for r <- 0 until streams do
+        val reader = if r < plan.readers then s"reader $r" else s"sender ${r - plan.readers}'s select"
+        val last = mutable.HashMap.empty[(Int, Int), Int] // per sender and channel: FIFO holds per channel
         for (i, v) <- received(r).asScala do
           times(v) = times.getOrElse(v, 0) + 1
           val (s, q) = (senderOf(v), seqOf(v))
-          if s < 0 || s >= plan.senders || q < 0 || q >= plan.perSender then problems += s"reader $r read $v, never sent"
+          if s < 0 || s >= plan.senders || q < 0 || q >= plan.perSender then problems += s"$reader read $v, never sent"
           else
-            if i != channelOf(s) then problems += s"reader $r read (sender $s, seq $q) from channel $i, sent to ${channelOf(s)}"
             outcome(s).get(q) match
-              case Sent      => ()
-              case Cancelled => problems += s"reader $r read (sender $s, seq $q), whose send was cancelled"
-              case o         => problems += s"reader $r read (sender $s, seq $q), whose send ended as ${OutcomeName(o)}"
-            last.get(s) match
-              case Some(p) if p >= q => problems += s"reader $r read sender $s's seq $q after its seq $p"
+              case Sent =>
+                val to = sentTo(s).get(q) - 1
+                if i != to then problems += s"$reader read (sender $s, seq $q) from channel $i, sent to $to"
+              case Cancelled => problems += s"$reader read (sender $s, seq $q), whose send was cancelled"
+              case o         => problems += s"$reader read (sender $s, seq $q), whose send ended as ${OutcomeName(o)}"
+            last.get((s, i)) match
+              case Some(p) if p >= q => problems += s"$reader read sender $s's seq $q after its seq $p from channel $i"
               case _                 => ()
-            last(s) = q
+            last((s, i)) = q
       for (v, n) <- times if n > 1 do problems += s"(sender ${senderOf(v)}, seq ${seqOf(v)}) read $n times"
       var sent, cancelled = 0
       for s <- 0 until plan.senders; q <- 0 until plan.perSender do
@@ -260,7 +358,15 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
           s"$where: ${problems.size} problems (sent $sent, cancelled sends $cancelled, cancels ${cancels.get}); first ones:\n  " +
             problems.take(20).mkString("\n  ") + "\n" + summary())
       val read = received.map(_.size).sum
-      s"$sent sent, $cancelled sends cancelled, $read read, ${cancels.get} cancels"
+      val more =
+        if mode != ReadMode.SendSelect then ""
+        else s" (${interrupts.get} of them interrupts); ${timeouts.get} timers won, ${readInstead.get} reads won over the sends, ${notReady.get} selectNows found nothing ready"
+      s"$sent sent, $cancelled sends cancelled, $read read, ${cancels.get} cancels$more"
+
+    /** The selects' own timers (`Async.after`), lost or cancelled with their select, are gone. */
+    def checkTimers()(using Location): Unit =
+      eventually(s"$where: the selects' timers to leave the scheduler (${Timers.pending} pending, $timersBefore before the run)")(
+        Timers.pending <= timersBefore)
 
   // ---------------------------------------------------------------------------------------------
   // A cancel decides a parked operation (issue 35, item 9; doc/adr/0006)
@@ -457,6 +563,79 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     assert(!ch.trySend(1L), s"a trySend found a reader after every listener was dropped: ${safeDump(ch)}")
     assertPairs(ch)
 
+  /** Send branches per leak test: each a select that parks and is woken, as a cancelled waiter. */
+  private val LeakBranches = LeakWaiters
+  /** One in this many is a selectWithin that times out (1 ms each); the rest lose to a read. */
+  private val TimeoutEvery = 1000
+
+  for cap <- Seq(0, 16) do
+    test(s"$LeakBranches send branches registered and dropped on a ${if cap == 0 then "rendezvous" else "full buffered(16)"} channel (selects lost to a read, selectWithin timeouts) leave no garbage"):
+      val ch = make[Long](cap)
+      for i <- 0 until cap do assert(ch.trySend(i.toLong), s"buffered(16) refused value $i of 16: ${safeDump(ch)}")
+      val timers = Timers.pending
+      cycleSendBranches(ch, 2000) // warm-up
+      val before = retainedHeap()
+      val registered = cycleSendBranches(ch, LeakBranches)
+      val after = retainedHeap()
+      assertBounded(before, after, registered, "send branches dropped", ch)
+      // (the last select's losing branch is withdrawn by the partner's or the timer's thread)
+      eventually(s"the dropped send branches to be withdrawn: ${safeDump(ch)}")(segment(ch).parkedSenders == 0)
+      eventually(s"the selectWithin timers to leave the scheduler (${Timers.pending} pending, $timers before)")(Timers.pending <= timers)
+      if cap == 0 then assert(!ch.trySend(1L), s"a trySend found a reader, or a dropped branch's value was read: ${safeDump(ch)}")
+      else
+        val drained = Iterator.continually(ch.tryRead()).takeWhile(_.isDefined).flatten.toList
+        assertEquals(drained, (0 until cap).map(i => Success(i.toLong)).toList,
+          s"after the dropped send branches, the channel held other values than the $cap buffered: ${safeDump(ch)}")
+      assertPairs(ch)
+
+  /** Runs `total` selects with a send branch on `ch`, where the send must wait (`ch` is a
+    * rendezvous channel with no reader, or full), in a future of the runtime: most race it
+    * against a read of another channel that a partner future makes ready only once the select
+    * has registered both branches (the read's source lets the partner go when it registers,
+    * after the send branch), so the send branch was parked, and is dropped when the read wins;
+    * one in `TimeoutEvery` is a `selectWithin(1.millis)`, whose timer wins. Returns how many send
+    * branches were registered (counted by `ch`'s send counter: each takes a cell), and checks
+    * that at least the ones that lost to a read were.
+    */
+  private def cycleSendBranches(ch: Channel[Long], total: Int)(using Location): Int =
+    val in = SyncChannel[Long]()
+    val registeredRead = java.util.concurrent.Semaphore(0)
+    val read = new Async.Source[Try[Long]]:
+      def poll(k: Listener[Try[Long]]): Boolean = in.canRead.poll(k)
+      def onComplete(k: Listener[Try[Long]]): Unit =
+        in.canRead.onComplete(k)
+        registeredRead.release()
+      def dropListener(k: Listener[Try[Long]]): Unit = in.canRead.dropListener(k)
+    val s0 = ChannelBehaviour.sendCounter(ch).get
+    val problems = ConcurrentLinkedQueue[String]()
+    val lostToRead = Async.blocking:
+      val partner = Future:
+        var v = 0L
+        while true do
+          registeredRead.acquire() // an interrupt (the cancel at the end) ends the future
+          if !in.trySend(v) then problems.add(s"the partner's trySend($v) found no read registered")
+          v += 1
+      val selects = Future:
+        var lost = 0
+        var i = 0
+        while i < total && problems.isEmpty do
+          if i % TimeoutEvery == TimeoutEvery - 1 then
+            val r = Async.selectWithin(1.millis)(ch.canSend(-1L - i).handle(_ => "sent"))
+            if r.nonEmpty then problems.add(s"select $i: a send branch on a channel with no room sent")
+          else
+            val r = Async.select(ch.canSend(-1L - i).handle(_ => "sent"), read.handle(_ => "read"))
+            if r != "read" then problems.add(s"select $i: $r, expected the read to win")
+            lost += 1
+          i += 1
+        lost
+      val lost = resultWithin(selects, "the selects").get
+      partner.cancel()
+      lost
+    if !problems.isEmpty then Assertions.fail(s"${problems.asScala.take(5).mkString("; ")}\n${safeDump(ch)}")
+    val registered = (ChannelBehaviour.sendCounter(ch).get - s0).toInt
+    assert(registered >= lostToRead, s"only $registered of $total send branches were registered ($lostToRead lost to a read)")
+    registered
+
   // A million values: a segment costs about 6 bytes a value, so a channel that kept every
   // segment it used (it once did, through a field holding segment 0) grows by 6 MB, far over
   // LeakSlack; 100,000 values (600 KB) did not show it.
@@ -614,11 +793,12 @@ object ChannelStress:
   def seqOf(v: Long): Int = v.toInt
 
   enum ReadMode:
-    case Read, Mixed, Race
+    case Read, Mixed, Race, SendSelect
     def describe: String = this match
-      case Read  => "read()"
-      case Mixed => "read/canRead/filter/tryRead, send/trySend"
-      case Race  => "Async.race over 3 channels"
+      case Read       => "read()"
+      case Mixed      => "read/canRead/filter/tryRead, send/trySend"
+      case Race       => "Async.race over 3 channels"
+      case SendSelect => "sends through selects of send branches on 2 channels (with a timer, a read, nested in a race, selectNow), reads by read/canRead/tryRead/select"
 
   final case class Plan(senders: Int, readers: Int, perSender: Int, channels: Int)
 

@@ -1,13 +1,25 @@
 package asyncpipe.async
 
 import java.util.concurrent.CountDownLatch
+import java.util.concurrent.atomic.AtomicReference
 import scala.concurrent.duration.*
-import scala.util.{Success, Try}
-import ChannelBehaviour.stress
+import scala.util.{Failure, Success, Try}
+import munit.Location
+import ChannelBehaviour.{ChannelKind, cellCodes, dumpOf, parkedInChannel, seg, stress}
+import Support.eventually
 
 /** `Async.select`, `selectNow` and `selectWithin` over channel reads, futures and timers: the
   * winner's handler runs with its value, a losing branch takes nothing, a losing timer is
   * cancelled, a select that does not wait takes nothing that was not ready.
+  *
+  * Send branches (`ch.canSend(v)`), also on every kind of channel (rendezvous, buffered(1),
+  * buffered(16), unbounded): ready at once where a send would not wait; waiting until a reader
+  * (read(), tryRead, a select's canRead) or room comes; lost to another branch, refused by its
+  * listener, timed out (selectWithin) or cancelled with its select (its future's cancel, an
+  * interrupt), having sent nothing and left nothing (no parked sender, no cell held, all the
+  * room); closed, error(cause) and cancel() of the channel, before and while it waits; nested in
+  * a race inside a select, or in a handler; a select sending and reading on one channel, against
+  * a reader, a sender, or another such select. Losing timers leave the scheduler.
   */
 abstract class SelectBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdog:
   given Runtime = runtime
@@ -193,6 +205,378 @@ abstract class SelectBehaviour(runtime: Runtime) extends munit.FunSuite, Watchdo
         assertEquals(got, Set(1, 2), s"round $round")
         assertEquals((a.tryRead(), b.tryRead()), (None, None), s"round $round: a value was left or duplicated")
     }
+
+  // ---------------------------------------------------------------------------------------------
+  // Send branches on every kind of channel: rendezvous, buffered(1), buffered(16), unbounded.
+  // Each test orders its parties with "parked" checks and joins, never with sleeps.
+
+  private val SendKinds = List(ChannelKind.Rendezvous, ChannelKind.Buffered(1), ChannelKind.Buffered(16), ChannelKind.Unbounded)
+  private val Boom = IllegalStateException("boom")
+
+  /** A future of the scope running `body`, and its thread once it runs. */
+  private final class Party[T](val future: Future[T], thread: AtomicReference[Thread], what: String):
+    /** Waits until the body is parked in a channel operation or an await (a select). */
+    def awaitParked()(using Location): Unit = eventually(s"$what to park")(parkedInChannel(thread.get))
+    def result(using Location): Try[T] = Support.resultWithin(future, what)
+    def join()(using Location): Unit =
+      eventually(s"$what to start")(thread.get != null)
+      Support.join(thread.get, what)
+    def interrupt()(using Location): Unit =
+      eventually(s"$what to start")(thread.get != null)
+      thread.get.interrupt()
+    def isParkedOrDone: Boolean = future.isCompleted || parkedInChannel(thread.get)
+
+  private def party[T](what: String)(body: Async ?=> T)(using Async): Party[T] =
+    val t = AtomicReference[Thread]()
+    Party(Future { t.set(Thread.currentThread); body }, t, what)
+
+  /** Fills `ch` until a send must wait (nothing for a rendezvous or unbounded channel): the values
+    * -1, -2, ... are buffered.
+    */
+  private def fillUp(kind: ChannelKind, ch: Channel[Int])(using Location): List[Int] =
+    val values = List.tabulate(if kind.sendCanBlock then kind.room else 0)(i => -1 - i)
+    values.foreach(v => assert(ch.trySend(v), s"$kind refused $v while filling it: ${dumpOf(ch)}"))
+    values
+
+  /** The values `tryRead` takes, until it takes nothing or the closed failure. */
+  private def drain(ch: Channel[Int]): List[Int] =
+    Iterator.continually(ch.tryRead()).takeWhile(_.exists(_.isSuccess)).map(_.get.get).toList
+
+  /** The channel is quiet and a send branch left nothing in it: no sender parked, no cell held
+    * (`checkInvariants`), and exactly `left` to read, in that order. A losing branch is
+    * withdrawn by the thread whose offer won the race, just after it woke the select's thread
+    * (a timer's thread, say): so the select may return a moment before that; a reader coming
+    * meanwhile is refused by the branch. Hence the wait.
+    */
+  private def assertLeft(ch: Channel[Int], left: List[Int], what: String)(using Location): Unit =
+    eventually(s"$what: the losing send branches to be withdrawn: ${dumpOf(ch)}")(seg(ch).parkedSenders == 0)
+    seg(ch).checkInvariants()
+    assertEquals(drain(ch), left, s"$what: ${dumpOf(ch)}")
+    seg(ch).checkInvariants()
+
+  /** The drained channel takes exactly as many sends that do not wait as its kind promises. */
+  private def assertRoom(kind: ChannelKind, ch: Channel[Int], what: String)(using Location): Unit =
+    if kind.sendCanBlock then
+      val n = kind.room
+      val taken = (1 to n + 1).takeWhile(i => ch.trySend(1000 + i)).size
+      assertEquals(taken, n, s"$what: the empty $kind took $taken sends without a reader: ${dumpOf(ch)}")
+      assertEquals(drain(ch), (1 to n).map(1000 + _).toList, s"$what: ${dumpOf(ch)}")
+
+  /** No timer is scheduled beyond the `before` there were: the select's own are gone. Polled, and
+    * bounded from above only: one run here once saw a timer more than before for a moment, not
+    * the select's (a timer a select leaves behind stays an hour).
+    */
+  private def assertNoTimerLeft(before: Int, what: String)(using Location): Unit =
+    eventually(s"$what to leave the scheduler (${Timers.pending} timers pending, $before before)")(Timers.pending <= before)
+
+  private def causeOf(t: Try[?])(using Location): Throwable | Null = Support.failureOf[ChannelClosedException](t).getCause
+
+  for kind <- SendKinds do
+    test(s"$kind: a send branch completes at once where a send would not wait (room, or a reader waiting in read() or a select), and its values are read in order"):
+      Async.blocking {
+        val ch = kind.make[Int]()
+        val idle = BufferedChannel[Int](1)
+        val ready = if kind.sendCanBlock then kind.room else 100
+        for v <- 1 to ready do
+          assertEquals(Async.selectNow(ch.canSend(v).handle(_ => "sent"))(otherwise = "would wait"), "sent", s"value $v: ${dumpOf(ch)}")
+        if kind.sendCanBlock then
+          assertEquals(Async.selectNow(ch.canSend(0).handle(_ => "sent"))(otherwise = "would wait"), "would wait", dumpOf(ch))
+        assertEquals(drain(ch), (1 to ready).toList, "values lost, out of order, or the refused selectNow sent its value")
+        val reader = party("the reader")(ch.read())
+        reader.awaitParked()
+        assertEquals(Async.selectNow(ch.canSend(7).handle(_ => "sent"))(otherwise = "would wait"), "sent", dumpOf(ch))
+        assertEquals(reader.result, Success(Success(7)))
+        val selecting = party("the selecting reader")(Async.select(ch.canRead.handle(_.get), idle.canRead.handle(_ => -1)))
+        selecting.awaitParked()
+        assertEquals(Async.select(ch.canSend(8).handle(_ => "sent")), "sent", dumpOf(ch))
+        assertEquals(selecting.result, Success(8))
+        assertEquals(seg(idle).registeredListeners, 0, "the selecting reader's losing branch is still registered")
+        assertLeft(ch, Nil, "after the reads")
+      }
+
+  for kind <- SendKinds if kind.sendCanBlock do
+    test(s"$kind: a send branch that must wait completes when a reader or room comes (read(), tryRead, a select's canRead); its value follows those sent before it"):
+      Async.blocking {
+        for how <- Seq("read()", "tryRead()", "a select's canRead") do
+          val ch = kind.make[Int]()
+          val idle = BufferedChannel[Int](1)
+          val before = fillUp(kind, ch)
+          val sel = party(s"$how: the select")(Async.select(ch.canSend(100).handle(r => s"sent $r"), idle.canRead.handle(v => s"idle $v")))
+          sel.awaitParked()
+          assertEquals(seg(ch).parkedSenders, 1, s"$how: the send branch is not parked: ${dumpOf(ch)}")
+          assert(!sel.future.isCompleted, s"$how: the select completed with nothing to take its value")
+          val first = how match
+            case "read()"    => ch.read()
+            case "tryRead()" => ch.tryRead().getOrElse(fail(s"tryRead took nothing with a send branch waiting: ${dumpOf(ch)}"))
+            case _           => Async.select(ch.canRead.handle(identity), idle.canRead.handle(_ => Success(-100)))
+          assertEquals(first, Success(before.headOption.getOrElse(100)), s"$how: ${dumpOf(ch)}")
+          assertEquals(sel.result, Success("sent Success(())"), how)
+          assertEquals(seg(idle).registeredListeners, 0, s"$how: the select's losing read branch is still registered")
+          assertLeft(ch, if before.isEmpty then Nil else before.drop(1) :+ 100, how)
+          assertRoom(kind, ch, how)
+      }
+
+  for kind <- SendKinds do
+    test(s"$kind: a send branch that loses to a read sent nothing and left nothing: no parked sender, no value, no cell held, all the room"):
+      Async.blocking {
+        val ch = kind.make[Int]()
+        val before = fillUp(kind, ch)
+        if kind.sendCanBlock then
+          // the send branch waits; then the read branch wins
+          val in = SyncChannel[Int]()
+          val sel = party("the select")(Async.select(ch.canSend(100).handle(_ => "sent"), in.canRead.handle(v => s"read ${v.get}")))
+          sel.awaitParked()
+          assertEquals(seg(ch).parkedSenders, 1, s"the send branch is not parked: ${dumpOf(ch)}")
+          in.send(7)
+          assertEquals(sel.result, Success("read 7"))
+          assertEquals(seg(in).registeredListeners, 0)
+        // a read branch ready first: the send branch is not made
+        val ready = BufferedChannel[Int](1)
+        ready.send(8)
+        assertEquals(Async.select(ready.canRead.handle(v => s"read ${v.get}"), ch.canSend(101).handle(_ => "sent")), "read 8")
+        assertLeft(ch, before, "after the lost send branches")
+        assertRoom(kind, ch, "after the lost send branches")
+      }
+
+  for kind <- SendKinds do
+    test(s"$kind: a send branch whose listener refuses (its race won elsewhere at that instant) sends nothing and leaves all the room to later sends"):
+      Async.blocking {
+        val ch = kind.make[Int]()
+        val refuse = Listener[Try[Unit]](_ => false)
+        val reader = if kind == ChannelKind.Rendezvous then Some(party("the reader")(ch.read())) else None
+        reader.foreach(_.awaitParked()) // a rendezvous send branch is asked only with a reader there
+        assert(!ch.canSend(1).poll(refuse), "poll reported a take though its listener refused")
+        val registered = ch.canSend(2)
+        registered.onComplete(refuse)
+        registered.dropListener(refuse)
+        reader match
+          case Some(r) =>
+            // the reader the refused branches claimed takes a new index, and still gets a send
+            eventually("the reader to wait again, and take a trySend")(ch.trySend(11))
+            assertEquals(r.result, Success(Success(11)), "the reader got a refused branch's value, or nothing")
+            // a reader spinning on its cell (before it parks): the refused branch held the cell
+            // while it was asked, and leaves it void; the reader takes the next value
+            seg(ch).setSpinBudget(Int.MaxValue >> 4)
+            val spinning = party("the spinning reader")(ch.read())
+            eventually("the reader to spin on its cell")(cellCodes(ch).contains('w'))
+            assert(!ch.canSend(3).poll(refuse), "poll reported a take though its listener refused")
+            eventually("the spinning reader to take a trySend")(ch.trySend(12))
+            assertEquals(spinning.result, Success(Success(12)), "the spinning reader got a refused branch's value, or nothing")
+            seg(ch).setSpinBudget(0)
+          case None =>
+            // before any read passes the refused branches' cells, every promised room is still there
+            val room = if kind.sendCanBlock then kind.room else 100
+            val taken = (1 to room).takeWhile(i => ch.trySend(10 + i)).size
+            assertEquals(taken, room, s"after two refused send branches, $kind took $taken of $room sends that should not wait: ${dumpOf(ch)}")
+            if kind.sendCanBlock then assert(!ch.trySend(0), s"$kind took a send beyond its room: ${dumpOf(ch)}")
+            assertEquals(drain(ch), (11 to 10 + room).toList, "a refused branch's value was sent")
+        assertLeft(ch, Nil, "after the refused send branches")
+      }
+
+  for kind <- SendKinds do
+    test(s"$kind: a send branch on a closed channel fails with ChannelClosedException; after error(cause) or cancel() with that cause"):
+      Async.blocking {
+        for how <- Seq("close()", "error(cause)", "cancel()") do
+          val ch = kind.make[Int]()
+          how match
+            case "close()"      => ch.close()
+            case "error(cause)" => ch.error(Boom)
+            case _              => ch.cancel()
+          def checkCause(t: Try[Unit], via: String): Unit =
+            val cause = causeOf(t)
+            how match
+              case "close()"      => assertEquals(cause, null, s"$how, $via")
+              case "error(cause)" => assert(cause eq Boom, s"$how, $via: cause $cause")
+              case _              => assert(cause.isInstanceOf[ChannelCancelledException], s"$how, $via: cause $cause")
+          checkCause(Async.select(ch.canSend(1).handle(identity)), "select")
+          checkCause(Async.selectNow(ch.canSend(2).handle(identity))(otherwise = Success(())), "selectNow")
+          val rec = Support.Recorder[Try[Unit]]()
+          ch.canSend(3).onComplete(rec)
+          assertEquals(rec.calls, 1, s"$how: onComplete offered ${rec.values}")
+          checkCause(rec.values.head, "onComplete")
+          assert(ch.tryRead().exists(_.isFailure), s"$how: a value is readable after the failed send branches: ${dumpOf(ch)}")
+          assertLeft(ch, Nil, how)
+      }
+
+  for kind <- SendKinds if kind.sendCanBlock do
+    test(s"$kind: a send branch waiting at close() or error() is drained as a blocked send; cancel() of the channel completes it as sent and drops its value"):
+      Async.blocking {
+        for how <- Seq("close()", "error(cause)", "cancel()") do
+          val ch = kind.make[Int]()
+          val idle = BufferedChannel[Int](1)
+          val before = fillUp(kind, ch)
+          val sel = party(s"$how: the select")(Async.select(ch.canSend(100).handle(identity), idle.canRead.handle(_ => Failure(Boom))))
+          sel.awaitParked()
+          how match
+            case "close()"      => ch.close()
+            case "error(cause)" => ch.error(Boom)
+            case _              => ch.cancel()
+          if how == "cancel()" then
+            assertEquals(sel.result, Success(Success(())), s"$how: a sender waiting at the cancel returns as if its value was taken")
+            assert(causeOf(ch.tryRead().get).isInstanceOf[ChannelCancelledException], s"$how: ${dumpOf(ch)}")
+          else
+            assertEquals(seg(ch).parkedSenders, 1, s"$how ended the waiting send branch: ${dumpOf(ch)}")
+            assert(!sel.future.isCompleted, s"$how completed the waiting send branch")
+            val got = Vector.fill(before.size + 1)(ch.read())
+            assertEquals(got, (before :+ 100).toVector.map(Success(_)), s"$how: the values sent before the close, and the waiting branch's")
+            assertEquals(sel.result, Success(Success(())))
+            val cause = causeOf(ch.read())
+            if how == "close()" then assertEquals(cause, null) else assert(cause eq Boom, s"cause $cause")
+          assertEquals(seg(idle).registeredListeners, 0)
+          assertLeft(ch, Nil, how)
+      }
+
+  for kind <- SendKinds if kind.sendCanBlock do
+    test(s"$kind: a select cancelled (its future's cancel(), or an interrupt) while its send branch waits sent nothing and left nothing"):
+      Async.blocking {
+        for how <- Seq("cancel()", "interrupt") do
+          val ch = kind.make[Int]()
+          val idle = BufferedChannel[Int](1)
+          val before = fillUp(kind, ch)
+          val sel = party(s"$how: the select")(Async.select(ch.canSend(100).handle(_ => "sent"), idle.canRead.handle(_ => "idle")))
+          sel.awaitParked()
+          if how == "cancel()" then
+            sel.future.cancel()
+            // decided by the cancel: a read that comes now does not take the value
+            assertEquals(drain(ch), before, s"$how: a read after the cancel returned took the cancelled select's value")
+          else
+            sel.interrupt()
+            sel.join()
+            assertEquals(drain(ch), before, s"$how: ${dumpOf(ch)}")
+          Support.assertCancelled(sel.result)
+          sel.join()
+          assertEquals(seg(idle).registeredListeners, 0, s"$how: the read branch is still registered")
+          assertLeft(ch, Nil, how)
+          assertRoom(kind, ch, how)
+      }
+
+  for kind <- SendKinds do
+    test(s"$kind: nested selects: a race of two send branches inside a select, and a select in a handler, send each value once or not at all; their timers leave"):
+      Async.blocking {
+        val timers = Timers.pending
+        val a = kind.make[Int]()
+        val b = kind.make[Int]()
+        val c = BufferedChannel[Int](1)
+        val beforeA = fillUp(kind, a)
+        val beforeB = fillUp(kind, b)
+        def nested(using Async): String = Async.select(
+          Async.race(a.canSend(1).map(_ => "a"), b.canSend(2).map(_ => "b")).handle(identity),
+          c.canRead.handle(v => s"c ${v.get}"),
+          Async.after(1.hour).handle(_ => "timer")
+        )
+        if kind.sendCanBlock then
+          val sel = party("the nested select")(nested)
+          sel.awaitParked()
+          assertEquals(seg(a).parkedSenders + seg(b).parkedSenders, 2, s"${dumpOf(a)}\n${dumpOf(b)}")
+          assertEquals(b.read(), Success(beforeB.headOption.getOrElse(2)), dumpOf(b)) // a reader, or room, on b only
+          assertEquals(sel.result, Success("b"))
+          assertLeft(a, beforeA, "a, whose branch lost")
+          assertLeft(b, if beforeB.isEmpty then Nil else beforeB.drop(1) :+ 2, "b, whose branch won")
+        else
+          assertEquals(nested, "a")
+          assertLeft(a, List(1), "a, whose branch won")
+          assertLeft(b, Nil, "b, whose branch lost")
+        assertEquals(seg(c).registeredListeners, 0, "the read branch of the nested select is still registered")
+        // a handler forwards the value it read with a select of its own
+        val out = kind.make[Int]()
+        val beforeOut = fillUp(kind, out)
+        c.send(5)
+        val forwarder = party("the forwarding select")(Async.select(
+          c.canRead.handle(v => Async.select(out.canSend(v.get * 10).handle(_ => "forwarded"), Async.after(1.hour).handle(_ => "late"))),
+          Async.after(1.hour).handle(_ => "nothing to forward")
+        ))
+        if kind.sendCanBlock then
+          eventually("the inner select's send branch to park")(seg(out).parkedSenders == 1)
+          forwarder.awaitParked()
+          assertEquals(out.read(), Success(beforeOut.headOption.getOrElse(50)))
+        assertEquals(forwarder.result, Success("forwarded"))
+        assertLeft(out, if beforeOut.isEmpty && kind.sendCanBlock then Nil else beforeOut.drop(1) :+ 50, "the forwarded value")
+        assertNoTimerLeft(timers, "a losing timer of a nested select")
+      }
+
+  private def sendOrRead(ch: Channel[Int], v: Int)(using Async): String =
+    Async.select(ch.canSend(v).handle(_ => "sent"), ch.canRead.handle(r => s"read ${r.get}"))
+
+  for kind <- SendKinds do
+    test(s"$kind: a select sending and reading on one channel never reads its own value; a party doing the opposite (read, send) pairs with it"):
+      Async.blocking {
+        // against a reader: the select sends (a rendezvous select waits for it)
+        val ch = kind.make[Int]()
+        val sel = party("the select against a reader")(sendOrRead(ch, 1))
+        if kind == ChannelKind.Rendezvous then sel.awaitParked()
+        assertEquals(ch.read(), Success(1))
+        assertEquals(sel.result, Success("sent"))
+        assertLeft(ch, Nil, "against a reader")
+        // against a sender: a rendezvous select reads its value; others send at once, to the buffer
+        val ch2 = kind.make[Int]()
+        val sel2 = party("the select against a sender")(sendOrRead(ch2, 1))
+        if kind == ChannelKind.Rendezvous then
+          sel2.awaitParked()
+          val sender = party("the sender")(ch2.send(2))
+          assertEquals(sel2.result, Success("read 2"))
+          assertEquals(sender.result, Success(()))
+          assertLeft(ch2, Nil, "against a sender")
+        else
+          assertEquals(sel2.result, Success("sent"))
+          val sender = party("the sender")(ch2.send(2))
+          eventually("the sender to send or park")(sender.isParkedOrDone)
+          assertEquals(drain(ch2), List(1, 2), dumpOf(ch2))
+          assertEquals(sender.result, Success(()))
+          assertLeft(ch2, Nil, "against a sender")
+        // on a full channel the read branch takes the head, never its own send, which is not made
+        if kind.sendCanBlock && kind.room > 0 then
+          val full = kind.make[Int]()
+          val before = fillUp(kind, full)
+          assertEquals(sendOrRead(full, 1), s"read ${before.head}")
+          assertLeft(full, before.drop(1), "a full channel")
+      }
+
+  for kind <- SendKinds do
+    test(s"$kind: two selects each sending and reading on one channel: each value sent is read once, never by its own select (${100 * stress} rounds)"):
+      Async.blocking {
+        for round <- 1 to 100 * stress do
+          val ch = kind.make[Int]()
+          val x = Future(sendOrRead(ch, 1))
+          val y = Future(sendOrRead(ch, 2))
+          val (rx, ry) = (Support.resultWithin(x, s"round $round: x").get, Support.resultWithin(y, s"round $round: y").get)
+          assert(rx != "read 1" && ry != "read 2", s"round $round: a select read its own value: x $rx, y $ry")
+          if kind == ChannelKind.Rendezvous then
+            assert((rx == "sent" && ry == "read 1") || (rx == "read 2" && ry == "sent"), s"round $round: x $rx, y $ry")
+          val sent = List(1 -> rx, 2 -> ry).collect { case (v, "sent") => v }
+          val readBySelects = List(rx, ry).collect { case s"read $v" => v.toInt }
+          val left = drain(ch)
+          assertEquals((readBySelects ++ left).sorted, sent, s"round $round: x $rx, y $ry, left $left: ${dumpOf(ch)}")
+          assertLeft(ch, Nil, s"round $round")
+      }
+
+  for kind <- SendKinds do
+    test(s"$kind: selectWithin: a send branch that times out sent nothing and leaves no timer; a send branch that wins cancels the select's timer"):
+      Async.blocking {
+        val timers = Timers.pending
+        val ch = kind.make[Int]()
+        val before = fillUp(kind, ch)
+        if kind.sendCanBlock then
+          assertEquals(Async.selectWithin(20.millis)(ch.canSend(100).handle(_ => "sent")), None)
+          assertNoTimerLeft(timers, "the timer of a selectWithin")
+          assertLeft(ch, before, "after the timeout")
+          assertRoom(kind, ch, "after the timeout")
+        // each send below goes to a reader waiting (rendezvous) or to the room, drained after it
+        def withReader[T](body: => T): T =
+          if kind != ChannelKind.Rendezvous then
+            val r = body
+            assertEquals(drain(ch).size, 1)
+            r
+          else
+            val reader = party("the reader")(ch.read())
+            reader.awaitParked()
+            val r = body
+            assert(reader.result.get.isSuccess)
+            r
+        assertEquals(withReader(Async.selectWithin(1.hour)(ch.canSend(7).handle(_ => "sent"))), Some("sent"))
+        assertEquals(withReader(Async.select(ch.canSend(8).handle(_ => "sent"), Async.after(1.hour).handle(_ => "timer"))), "sent")
+        assertNoTimerLeft(timers, "a select's lost timer")
+        assertLeft(ch, Nil, "after the sends")
+      }
 
 class SelectOnVirtualThreads extends SelectBehaviour(Runtime.VirtualThreads)
 class SelectOnPlatformThreads extends SelectBehaviour(Runtime.PlatformThreads)
