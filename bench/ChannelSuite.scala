@@ -2,13 +2,15 @@ package asyncpipe.bench
 
 import asyncpipe.async.*
 import java.util.concurrent.{ArrayBlockingQueue, LinkedTransferQueue, SynchronousQueue}
-import java.util.concurrent.atomic.AtomicReference
+import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
 
 /** Channels: values handed from sender threads to receiver threads, against the
   * java.util.concurrent queue of the same shape (rendezvous, bounded, unbounded), against a spin
   * hand-off on two volatile cells (what a rendezvous could cost at best), and through a
   * `ChannelMultiplexer` against one plain channel. Bytes allocated per element on
-  * `BufferedChannel(100)`. Buffered(1) has no target: it is the seed's own benchmark shape.
+  * `BufferedChannel(100)`. Buffered(1) has no target: it is the seed's own benchmark shape. And
+  * `select` of a read against a send on two channels against the same reads and sends without
+  * it, with its bytes per select (see [[selectSubject]]).
   *
   * Every iteration moves its values in [[Parts]] rounds, each of which builds a fresh channel or
   * queue, starts its sender and receiver virtual threads and joins them: the same `transfer` does
@@ -28,7 +30,7 @@ import java.util.concurrent.atomic.AtomicReference
   */
 object ChannelSuite extends Suite:
   val name = "channels"
-  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off; B/op"
+  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off; select of a read and a send vs the plain operations; B/op"
   override val forked = true // see Forks: its ratios differed by up to 20 % between single runs
 
   private type Elem = java.lang.Long
@@ -55,7 +57,9 @@ object ChannelSuite extends Suite:
       queue("LinkedTransferQueue put/take", 2_000_000)(LinkedTransferQueue[Elem]()),
       channel("BufferedChannel(100), 4 to 4", 2_000_000, 4)(BufferedChannel[Elem](100)),
       queue("ArrayBlockingQueue(100), 4 to 4", 2_000_000, 4)(ArrayBlockingQueue[Elem](100)),
-      multiplexed
+      multiplexed,
+      selectSubject,
+      plainSubject
     )
     val m = h.measureTogether(subjects*).map(x => x.name -> x).toMap
     def compare(subject: String, baseline: String, target: Option[Target]) = Comparison(m(subject), m(baseline), target)
@@ -67,10 +71,13 @@ object ChannelSuite extends Suite:
       compare("UnboundedChannel", "LinkedTransferQueue put/take", Some(Target.atLeast(1.0))),
       compare("BufferedChannel(100), 4 to 4", "ArrayBlockingQueue(100), 4 to 4", Some(Target.atLeast(1.0))),
       compare("SyncChannel", "spin hand-off on two volatiles", Some(Target.atLeast(0.3))),
-      compare("ChannelMultiplexer, 1 to 1", "BufferedChannel(16)", Some(Target.atLeast(0.5)))
+      compare("ChannelMultiplexer, 1 to 1", "BufferedChannel(16)", Some(Target.atLeast(0.5))),
+      compare(SelectName, PlainName, Some(Target.atLeast(0.8)))
     ), m("BufferedChannel(100)").bytesPerOp.toSeq.map { b =>
       Figure("BufferedChannel(100) allocation per element", b, "B/op", Some(Target.atMost(16)))
-    })
+    } ++ m(SelectName).bytesPerOp.toSeq.map { b =>
+      Figure("select of a read and a send: allocation per select", b, "B/op", Some(Target.atMost(100)))
+    } ++ Seq(Figure("select of a read and a send: rounds the read won", selectReadShare(), "%", None)))
 
   /** Values moved through a fresh channel from `parties` senders to `parties` readers. */
   private def channel(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.NotMeasured)(
@@ -117,6 +124,147 @@ object ChannelSuite extends Suite:
         }
       }
     }
+
+  // ---------------------------------------------------------------------------------------------
+  // Select of a read against a send (issue 40)
+
+  private val SelectName = "select of a read and a send, 2 BufferedChannel(16)"
+  private val PlainName = "the same reads and sends without select"
+
+  /** `select` of a read against a send on two channels, against the same operations without
+    * select (issue 40: >= 0.8x, and under 100 B per select).
+    *
+    * Interpretation: one virtual thread (the loop) makes `k` rounds over two
+    * `BufferedChannel(16)`s, `in` and `out`; a feeder thread keeps `in` supplied (it sends until
+    * `in` is cancelled at the end) and a drainer thread takes everything from `out` (until it is
+    * closed), so the loop's select finds a branch ready almost every time, and waits only when
+    * `in` is empty and `out` full at once. Each round of the subject is one
+    * `Async.select(in.canRead.handle(_.get), out.canSend(x).handle(_ => null))`, written inline
+    * as a caller writes it: its two `SelectCase`s and the send source are made in the round. The
+    * handlers capture nothing (the JVM makes each once), so what is counted is the select's own
+    * allocation; a handler that captures a local adds its closure, 16 B. `select` takes the first
+    * ready branch in the order given (Go chooses among ready cases at random): with the read always
+    * first it would read in every round while the feeder keeps up, and its send branch would never
+    * be tried, so the order alternates, even rounds listing the read first and odd rounds the
+    * send. The baseline makes the same rounds with what the select does when both are ready:
+    * `in.read()` in even rounds, `out.send(x)` in odd ones. Either way a round moves one value, so
+    * ops/s are values moved per second, and the feeder, the drainer, the channels, the checks (each
+    * value read is the next the feeder sent, each value drained the next the loop sent) and the
+    * threads' start and join are one code for both. A select whose first branch is not ready takes
+    * the other, so its split of reads and sends may stray from half and half: the figure "rounds
+    * the read won" shows it (50-55 % in trials).
+    *
+    * Allocation is counted on every thread (a virtual thread's own counter reads -1), so the
+    * figure per select also holds what the channels and the partners allocate (segments, a
+    * parked thread's waiter), which the baseline's B/op (13-14 in trials) shows. Rounds are made
+    * in [[Parts]] parts with fresh threads and channels, as [[transfer]]'s.
+    */
+  private def selectSubject: Subject =
+    Subject(SelectName, 1_000_000, Allocation.AllThreads) { k =>
+      inParts(k) { n =>
+        val done = exchange(SelectName, n) { (i, x, a) =>
+          given Async = a
+          // the value read, or null for the send
+          val read =
+            if (i & 1) == 0 then Async.select(x.in.canRead.handle(_.get), x.out.canSend(x.nextSend).handle(_ => null))
+            else Async.select(x.out.canSend(x.nextSend).handle(_ => null), x.in.canRead.handle(_.get))
+          if read != null then x.gotRead(read) else x.gotSent()
+        }
+        selectRounds.addAndGet(n)
+        selectReads.addAndGet(done.reads)
+      }
+    }
+
+  /** The baseline of [[selectSubject]]: the same rounds, a read in even ones and a send in odd ones. */
+  private def plainSubject: Subject =
+    Subject(PlainName, 1_000_000, Allocation.AllThreads) { k =>
+      inParts(k) { n =>
+        exchange(PlainName, n) { (i, x, a) =>
+          given Async = a
+          if (i & 1) == 0 then x.gotRead(x.in.read().get)
+          else
+            x.out.send(x.nextSend)
+            x.gotSent()
+        }
+      }
+    }
+
+  /** Rounds of every select subject call in this JVM, and how many of them the read won. */
+  private val selectRounds = AtomicLong()
+  private val selectReads = AtomicLong()
+
+  /** The share of the select rounds that read, in percent (0 before any). */
+  private def selectReadShare(): Double =
+    val n = selectRounds.get
+    if n == 0 then 0 else 100.0 * selectReads.get / n
+
+  /** The loop's side of an exchange: the two channels and what it has read and sent, in order. */
+  private final class Exchange:
+    val in: Channel[Elem] = BufferedChannel[Elem](16)
+    val out: Channel[Elem] = BufferedChannel[Elem](16)
+    var reads = 0L
+    var sends = 0L
+    /** The value the loop sends next: the drainer expects `boxes(sends & Mask)`. */
+    def nextSend: Elem = boxes((sends & Mask).toInt)
+    def gotRead(v: Elem): Unit =
+      if v.longValue != (reads & Mask) then throw IllegalStateException(s"read $v as value $reads")
+      reads += 1
+    def gotSent(): Unit = sends += 1
+
+  /** `k` rounds of `step(round, exchange, async)` on a loop thread, with a feeder sending
+    * `boxes(j & Mask)`, `j = 0, 1, ...` into `in` until it is cancelled and a drainer reading `out`
+    * until it is closed, all three virtual threads started and joined here; fails if a thread
+    * failed, a value came out of order, or the drainer did not get every value the loop sent.
+    * Inline, so that each subject's loop calls its own operations.
+    */
+  private inline def exchange(label: String, k: Int)(inline step: (Int, Exchange, Async) => Unit): Exchange =
+    val x = Exchange()
+    val failure = AtomicReference[Throwable]()
+    val threads = new Array[Thread](3)
+    var drained = -1L
+    def guarded(body: Async ?=> Unit): Runnable = () =>
+      try Async.blocking(body)
+      catch
+        case e: Throwable =>
+          if failure.compareAndSet(null, e) then
+            threads.foreach(t => if t != null && (t ne Thread.currentThread) then t.interrupt())
+    threads(0) = Thread.ofVirtual().unstarted(guarded {
+      var j = 0L
+      try
+        while true do
+          x.in.send(boxes((j & Mask).toInt))
+          j += 1
+      catch case _: ChannelClosedException => () // cancelled by the loop: done
+    })
+    threads(1) = Thread.ofVirtual().unstarted(guarded {
+      var j = 0L
+      var open = true
+      while open do
+        x.out.readOrClosed() match
+          case _: ChannelClosed => open = false
+          case v =>
+            if v.asInstanceOf[Elem].longValue != (j & Mask) then throw IllegalStateException(s"drained $v as value $j")
+            j += 1
+      drained = j
+    })
+    threads(2) = Thread.ofVirtual().unstarted(guarded {
+      val a = summon[Async]
+      try
+        var i = 0
+        while i < k do
+          step(i, x, a)
+          i += 1
+      finally
+        x.out.close()
+        x.in.cancel()
+    })
+    threads.foreach(_.start())
+    threads.foreach(_.join())
+    val e = failure.get
+    if e != null then throw IllegalStateException(s"$label: a thread failed", e)
+    if x.reads + x.sends != k then throw IllegalStateException(s"$label: ${x.reads} reads and ${x.sends} sends in $k rounds")
+    if drained != x.sends then throw IllegalStateException(s"$label: the loop sent ${x.sends} values, the drainer took $drained")
+    x
 
   /** Sends the values `boxes(i & Mask)` for `i` in `0 until k` from `senders` virtual threads
     * (sender `j` sends `i = j, j + senders, ...`) to `receivers` virtual threads (each takes its
