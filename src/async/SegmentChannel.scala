@@ -805,8 +805,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       else if state == null || (state eq IN_BUFFER) || isMark(state) then
         // a buffer cell, or the reader of this index is on its way or spins here: hold the cell
         // while k decides (a reader spins on the reservation); no, and the cell is VOID
-        val reserved = Reserved(state)
-        if seg.cas(i, state, reserved) then
+        if seg.cas(i, state, BranchHold) then
           val took = try k(SelectSender.Sent) catch
             case e: Throwable =>
               voidCell(seg, i)
@@ -820,7 +819,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         // else: CAS unsuccessful, repeat
       else state match
         case w: Waiter => // a parked reader: claimed (its cancel waits) while k decides
-          val reserved = Reserved(w)
+          val reserved = BranchHold
           if seg.cas(i, w, reserved) then
             if !w.tryClaim() then
               settleCancelled(seg, i, reserved, sender = false) // its cancel won; we hold the cell
@@ -1283,6 +1282,11 @@ private[async] object SegmentChannel:
     * `branchCell`); `previous` is what it held (null for an empty cell).
     */
   private[async] final class Reserved(val previous: AnyRef | Null)
+
+  /** The reservation of every send branch holding its cell (`branchCell`): it is never restored,
+    * so it needs no `previous`, and one object serves every cell (no allocation per send).
+    */
+  private val BranchHold = Reserved(null)
 
   /** A listener that stays registered after it takes a value (see `SegmentChannel.tap`). */
   private[async] abstract class Tap[T] extends Listener[Try[T]]
