@@ -41,11 +41,11 @@ import scala.annotation.static
   *   RESUMING              FAA reader / expandBuffer      DONE, value (expandBuffer released it),
   *                         resuming a parked sender       INTERRUPTED_SEND (the sender's cancel won:
   *                                                        settled by the resumer)
-  *   Reserved(previous)    listener read of the head      TAKEN, previous (refused), or
-  *                                                        INTERRUPTED_SEND (a sender's cancel won,
+  *   Reserved (the one     listener read of the head      TAKEN, previous (refused), or
+  *   shared Hold; the                                     INTERRUPTED_SEND (a sender's cancel won,
   *                                                        or came while the listener decided and
-  *                                                        it refused: settled by the listener read)
-  *                         send branch holding its cell   value (yes), DONE (yes, to a parked
+  *   holder keeps what                                    it refused: settled by the listener read)
+  *   it replaced)          send branch holding its cell   value (yes), DONE (yes, to a parked
   *                         (previous: empty, IN_BUFFER,   reader), VOID (no), TAKEN (no, and the
   *                         a spinning or parked reader)   parked reader retries),
   *                                                        INTERRUPTED_RECEIVE (the parked reader's

@@ -50,8 +50,8 @@ import scala.util.{Failure, Success, Try}
  *     discarding close (cancel/error) yet. See doc/adr/0006.
  *  5. Listener reads (`canRead` as an `Async.Source`), which neither the paper nor jox have in
  *     this form. A listener may refuse a value (a filter, a race lost elsewhere), so a listener
- *     read never owns a cell by FAA: it RESERVES the head cell `R` (CAS the cell to a [[Reserved]]
- *     that remembers the old state), offers the value, and then either commits (cell TAKEN,
+ *     read never owns a cell by FAA: it RESERVES the head cell `R` (CAS the cell to the shared
+ *     marker Hold; the reader keeps the old state), offers the value, and then either commits (cell TAKEN,
  *     `CAS R r -> r+1`, whoever moves R past the cell runs `expandBuffer`) or restores the cell.
  *     Parties that meet a reserved cell spin: the reservation ends within one listener call.
  *     Listeners waiting for a value (`onComplete`) sit in a per-channel queue, not in cells, and
@@ -633,17 +633,17 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               if (sendersAndClosed & CounterMask) <= r + 1 || !w.requeue() then return false
               // else: the head is void now; look again
             else
-              val reserved = Reserved(w)
+              val reserved = Hold
               if seg.cas(i, w, reserved) then
                 if w.tryResume(Waiter.RESUMED) then seg.setCell(i, w.payload)
                 else settleCancelled(seg, i, reserved, sender = true) // the branch lost: look again
               // else: CAS unsuccessful, repeat
           case w: Waiter =>
             if w.isSender then
-              val reserved = Reserved(w)
+              val reserved = Hold
               if seg.cas(i, w, reserved) then
                 if w.tryClaim() then
-                  val took = offerTo(k, w.payload, seg, i, reserved, w)
+                  val took = offerTo(k, w.payload, seg, i, w)
                   if took then
                     w.resumeClaimed()
                     commitHead(seg, i, r)
@@ -671,22 +671,21 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * Refused (the cell restored), or Retry (the cell changed before it could be reserved).
     */
   private def offerValue(k: Listener[Try[T]], seg: Segment, i: Int, r: Long, v: AnyRef): Int =
-    val reserved = Reserved(v)
-    if !seg.cas(i, v, reserved) then Retry
-    else if offerTo(k, v, seg, i, reserved, null) then
+    if !seg.cas(i, v, Hold) then Retry
+    else if offerTo(k, v, seg, i, null) then
       commitHead(seg, i, r)
       Took
     else Refused
 
   /** Offers `v` (from the reserved cell `i`) to `k`; on refusal or exception restores the cell. */
-  private def offerTo(k: Listener[Try[T]], v: AnyRef, seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Boolean =
+  private def offerTo(k: Listener[Try[T]], v: AnyRef, seg: Segment, i: Int, sender: Waiter | Null): Boolean =
     val took =
       try k(Success(decode[T](v)))
       catch
         case e: Throwable =>
-          restore(seg, i, reserved, sender)
+          restore(seg, i, v, sender)
           throw e
-    if !took then restore(seg, i, reserved, sender)
+    if !took then restore(seg, i, v, sender)
     took
 
   /** Undoes a reservation that the listener refused. A sender's claim is released before the
@@ -694,10 +693,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * it, and we settle the cell; if its thread cancels it once released, it may find the cell
     * still reserved and leave it to us, so we look at its word again after restoring the cell.
     */
-  private def restore(seg: Segment, i: Int, reserved: Reserved, sender: Waiter | Null): Unit =
-    if sender == null then seg.cas(i, reserved, reserved.previous.nn)
-    else if sender.unclaim() then settleCancelled(seg, i, reserved, sender = true)
-    else if seg.cas(i, reserved, sender) && sender.isCancelled then settleCancelled(seg, i, sender, sender = true)
+  private def restore(seg: Segment, i: Int, v: AnyRef, sender: Waiter | Null): Unit =
+    if sender == null then seg.cas(i, Hold, v)
+    else if sender.unclaim() then settleCancelled(seg, i, Hold, sender = true)
+    else if seg.cas(i, Hold, sender) && sender.isCancelled then settleCancelled(seg, i, sender, sender = true)
 
   /** The listener took the head `r`: mark the cell and move R past it; whoever moves R runs
     * expandBuffer for the index (a FAA reader that already owns `r` finds TAKEN and does it).
@@ -805,7 +804,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       else if state == null || (state eq IN_BUFFER) || isMark(state) then
         // a buffer cell, or the reader of this index is on its way or spins here: hold the cell
         // while k decides (a reader spins on the reservation); no, and the cell is VOID
-        if seg.cas(i, state, BranchHold) then
+        if seg.cas(i, state, Hold) then
           val took = try k(SelectSender.Sent) catch
             case e: Throwable =>
               voidCell(seg, i)
@@ -819,7 +818,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         // else: CAS unsuccessful, repeat
       else state match
         case w: Waiter => // a parked reader: claimed (its cancel waits) while k decides
-          val reserved = BranchHold
+          val reserved = Hold
           if seg.cas(i, w, reserved) then
             if !w.tryClaim() then
               settleCancelled(seg, i, reserved, sender = false) // its cancel won; we hold the cell
@@ -1279,14 +1278,14 @@ private[async] object SegmentChannel:
       .findVarHandle(classOf[SegmentChannel[?]], "standing", classOf[Tap[?]])
 
   /** A cell held while a listener decides (a listener read's, or a send branch's: see
-    * `branchCell`); `previous` is what it held (null for an empty cell).
+    * `branchCell`): the one object [[Hold]]. The holder knows what the cell held and puts it
+    * back (or the outcome) itself; everyone else only waits for the hold to end, so one shared
+    * marker serves every cell and a hold allocates nothing.
     */
-  private[async] final class Reserved(val previous: AnyRef | Null)
+  private[async] final class Reserved
 
-  /** The reservation of every send branch holding its cell (`branchCell`): it is never restored,
-    * so it needs no `previous`, and one object serves every cell (no allocation per send).
-    */
-  private val BranchHold = Reserved(null)
+  /** The hold of a cell (see [[Reserved]]). */
+  private val Hold = Reserved()
 
   /** A listener that stays registered after it takes a value (see `SegmentChannel.tap`). */
   private[async] abstract class Tap[T] extends Listener[Try[T]]
