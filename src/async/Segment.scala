@@ -20,6 +20,11 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
 
   inline def cell(i: Int): AnyRef | Null = cells.get(i)
   inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
+  /** Ends a hold of cell `i` with `v` (a release write, no full fence): for the holder, whose
+    * CAS that took the hold already ordered it against the channel's other words, while every
+    * other party only waits for the hold to end.
+    */
+  inline def endHold(i: Int, v: AnyRef): Unit = cells.setRelease(i, v)
   inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
   /** Writes `v` whatever the cell held, and returns what it held. */
   inline def swap(i: Int, v: AnyRef): AnyRef | Null = cells.getAndSet(i, v)

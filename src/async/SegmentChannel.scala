@@ -703,7 +703,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * Callers outside `notifyListeners` then notify: the head moved.
     */
   private def commitHead(seg: Segment, i: Int, r: Long): Unit =
-    seg.setCell(i, TAKEN)
+    seg.endHold(i, TAKEN) // the CAS on R right after orders it
     if rCounter.compareAndSet(r, r + 1) then expandBuffer()
     seg.cleanPrev()
 
@@ -779,7 +779,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * other: exactly one expansion per index, as for every index.
     */
   private def voidCell(seg: Segment, i: Int): Unit =
-    seg.setCell(i, VOID)
+    seg.endHold(i, VOID)
     expandBuffer()
 
   /** One cell for a send branch; a Branch* code. */
@@ -810,7 +810,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               voidCell(seg, i)
               throw e
           if took then
-            seg.setCell(i, v)
+            seg.endHold(i, v)
             if !isMark(state) then notifyListeners() // a listener read may take the value
             return BranchTook
           voidCell(seg, i)
