@@ -190,22 +190,14 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       if async == null then // trySend: answer cheaply before spending an index
         if isClosed then return Outcome.FoundClosed
         if wouldWait() && noListeners then return Outcome.NotSent
-      var seg = sendSegment
+      val start = sendSegment
       val scf = sCounter.getAndAdd(1L)
       if isClosedWord(scf) then return Outcome.FoundClosed // the send started after close
       val s = scf & CounterMask
-      val id = s / SegmentSize
       val i = (s % SegmentSize).toInt
-      var skip = false
-      if seg.id != id then
-        val found = findAndMoveForward(SendSegment, seg, id)
-        if found == null then return Outcome.FoundClosed // the chain was closed: s is beyond the last cell
-        seg = found
-        if seg.id != id then
-          // the segment of s was removed (all its cells interrupted): jump S over it and retry
-          sCounter.compareAndSet(scf + 1, seg.id * SegmentSize)
-          skip = true
-      if !skip then
+      val seg = segmentOfSend(start, scf)
+      if seg == null then return Outcome.FoundClosed // the chain was closed: s is beyond the last cell
+      if seg.id == s / SegmentSize then // else: its segment was removed; retry
         // A blocking rendezvous send's common case, checked here rather than in updateCellSend:
         // that large method is a call the JIT does not inline, and this path then skips it
         // (doc/adr/0011)
@@ -218,6 +210,19 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             if r == Outcome.WaiterResumed then seg.cleanPrev()
             return r
     throw IllegalStateException("unreachable")
+
+  /** The segment of the send index that the FAA on S returned as `scf`, from `start` (the send
+    * segment read before the FAA), moving the send reference on to it; null if the chain was
+    * closed before it. If its segment was removed (all its cells interrupted), a later segment,
+    * S having been moved over the removed one: the sender then retries with a new index.
+    */
+  private inline def segmentOfSend(start: Segment, scf: Long): Segment | Null =
+    val id = (scf & CounterMask) / SegmentSize
+    if start.id == id then start
+    else
+      val found = findAndMoveForward(SendSegment, start, id)
+      if found != null && found.id != id then sCounter.compareAndSet(scf + 1, found.id * SegmentSize)
+      found
 
   /** A send that finds the channel empty and tapped hands its value straight to the tap, and the
     * cells never see it: as if it were deposited and taken at once. Only while no value waits in
@@ -749,21 +754,14 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val before = sendersAndClosed
       if isClosedWord(before) then return k(Failure(closedException()))
       if branch == null && mustWait(before & CounterMask) && noListeners then return false // poll: nothing to do
-      var seg = sendSegment
+      val start = sendSegment
       val scf = sCounter.getAndAdd(1L)
       if isClosedWord(scf) then return k(Failure(closedException()))
       val s = scf & CounterMask
-      val id = s / SegmentSize
       val i = (s % SegmentSize).toInt
-      var skip = false
-      if seg.id != id then
-        val found = findAndMoveForward(SendSegment, seg, id)
-        if found == null then return k(Failure(closedException()))
-        seg = found
-        if seg.id != id then
-          sCounter.compareAndSet(scf + 1, seg.id * SegmentSize)
-          skip = true
-      if !skip then
+      val seg = segmentOfSend(start, scf)
+      if seg == null then return k(Failure(closedException()))
+      if seg.id == s / SegmentSize then // else: its segment was removed; retry
         val outcome = branchCell(seg, i, s, v, k, branch)
         if outcome == BranchTook then return true
         else if outcome == BranchRefused || outcome == BranchParked then return false

@@ -44,12 +44,8 @@ private[async] object Select:
     try
       Async.checkCancelled(async, "awaiting") // as the await would, before taking anything
       val taker = PollTaker()
-      val n = branches.length
-      var i = 0
-      while i < n do
-        val b = branches(i)
-        if b.source.poll(taker) then return b.run(taker.value)
-        i += 1
+      val ready = firstReady(branches, taker)
+      if ready != null then return ready.run(taker.value)
       Async.awaitWith(async, Async.race(branches.map(_.runs)*), pollFirst = false)() // all were polled just now
     finally cancelTimers(branches)
 
@@ -106,6 +102,16 @@ private[async] object Select:
       sa.dropListener(Forward(k, true))
       sb.dropListener(Forward(k, false))
 
+  /** Polls the branches in order until one takes a value into `taker`: that branch, or null. */
+  private def firstReady[R](branches: Seq[SelectCase[R]], taker: PollTaker): SelectCase[R] | Null =
+    val n = branches.length
+    var i = 0
+    while i < n do
+      val b = branches(i)
+      if b.source.poll(taker) then return b
+      i += 1
+    null
+
   /** A branch as a source of its handler's run, for a race that waits. */
   def runs[R](source: Async.Source[Any], handler: Any => R): Async.Source[() => R] = source.map(v => () => handler(v))
 
@@ -117,13 +123,8 @@ private[async] object Select:
   def selectNow[R](branches: Seq[SelectCase[R]], otherwise: => R): R =
     try
       val taker = PollTaker()
-      val n = branches.length
-      var i = 0
-      while i < n do
-        val b = branches(i)
-        if b.source.poll(taker) then return b.run(taker.value)
-        i += 1
-      otherwise
+      val ready = firstReady(branches, taker)
+      if ready != null then ready.run(taker.value) else otherwise
     finally cancelTimers(branches)
 
   def selectWithin[R](limit: FiniteDuration, branches: Seq[SelectCase[R]])(using Async): Option[R] =
