@@ -33,6 +33,7 @@ object Bench:
     plot.foreach(_.write(results, Report.header(machine).stripSuffix("\n")))
     results
 
-  /** One fork of a forked suite (see [[Forks]]): measures it with `plan`, writes the result to `out`. */
-  def runFork(suite: Suite, plan: Plan, out: Path): Unit =
-    Report.write(out, Forks.encode(suite.run(Harness(plan, _ => ()))))
+  /** One fork of a forked suite (see [[Forks]]): measures it (or its `part`) with `plan`, writes the result to `out`. */
+  def runFork(suite: Suite, plan: Plan, out: Path, part: Option[String]): Unit =
+    val h = Harness(plan, _ => ())
+    Report.write(out, Forks.encode(part.fold(suite.run(h))(suite.runPart(h, _))))

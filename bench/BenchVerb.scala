@@ -23,7 +23,8 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
   val check: Opt[Unit] = Opt.flag("--check", "exit with status 1 if any target was missed (the summary after the tables lists them); without it the status is 0 whatever was measured")
   val forkPlan: Opt[String] = Opt("--fork-plan", Reader.text("PLAN"), "internal: this process is one fork, measuring with this plan", hidden = true)
   val forkOut: Opt[String] = Opt("--fork-out", Reader.path(), "internal: the file a fork writes its result to", hidden = true)
-  override val opts: Seq[Opt[?]] = Seq(quick, forks, json, plot, check, forkPlan, forkOut)
+  val forkPart: Opt[String] = Opt("--fork-part", Reader.text("PART"), "internal: the part of the suite this fork measures", hidden = true)
+  override val opts: Seq[Opt[?]] = Seq(quick, forks, json, plot, check, forkPlan, forkOut, forkPart)
   override def operandWords: Seq[String] = suites.map(_.name)
 
   override def help: String =
@@ -46,8 +47,8 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
       plan <- plan(options)
       fork <- fork(options, chosen)
       status <- fork match
-        case Some((suite, forkPlan, out)) =>
-          Bench.runFork(suite, forkPlan, out)
+        case Some((suite, forkPlan, out, part)) =>
+          Bench.runFork(suite, forkPlan, out, part)
           Right(ExitCode.Ok)
         case None =>
           val progress = Option.when(Tty.isInteractive)((line: String) => io.err.print(s"\r\u001b[K$line"))
@@ -75,16 +76,25 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
     val base = if options.has(quick) then Plan.Quick else Plan.Full
     Right(options.get(forks).fold(base)(n => base.copy(forks = n.toInt)))
 
-  /** The hidden options of a fork (see asyncpipe.bench.Forks): both or neither, and one suite. */
-  private def fork(options: Parsed, chosen: Seq[Suite]): Either[CliError, Option[(Suite, Plan, Path)]] =
+  /** The hidden options of a fork (see asyncpipe.bench.Forks): plan and output both or neither,
+    * one suite, and a part only of a suite that has parts.
+    */
+  private def fork(options: Parsed, chosen: Seq[Suite]): Either[CliError, Option[(Suite, Plan, Path, Option[String])]] =
     (options.get(forkPlan), options.get(forkOut)) match
-      case (None, None) => Right(None)
+      case (None, None) =>
+        options.get(forkPart).fold(Right(None))(p =>
+          Left(CliError.BadToken(Some(name), "--fork-part", "--fork-part goes with --fork-plan and --fork-out", synopsis)))
       case (Some(spec), Some(out)) =>
         Plan.parse(spec) match
           case None => Left(CliError.BadToken(Some(name), spec, "--fork-plan takes WARMUP,ITERATIONS,SCALE", synopsis))
           case Some(p) =>
             chosen match
-              case Seq(one) => Right(Some((one, p, Path.of(out))))
+              case Seq(one) =>
+                options.get(forkPart) match
+                  case Some(part) if !one.parts.contains(part) =>
+                    val known = if one.parts.isEmpty then s"suite ${one.name} has no parts" else one.parts.mkString("one of: ", ", ", "")
+                    Left(CliError.BadToken(Some(name), part, known, synopsis))
+                  case part => Right(Some((one, p, Path.of(out), part)))
               case _ => Left(CliError.BadToken(Some(name), chosen.map(_.name).mkString(" "), "a fork measures exactly one suite", synopsis))
       case (onlyPlan, _) =>
         Left(CliError.BadToken(Some(name), if onlyPlan.isDefined then "--fork-plan" else "--fork-out", "--fork-plan and --fork-out go together", synopsis))

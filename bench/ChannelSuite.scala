@@ -24,60 +24,78 @@ import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
   * which returns the value as `take` does. `read()` wraps it in a `Success` (16 bytes) that C2
   * removes only when it inlines `read` into the loop, which it did in some JVMs and not in others
   * (13 B/op in some runs, 31-33 in others). The receivers sum what they take; `transfer` fails if
-  * the sum is not that of the values sent. All rows are measured in turns
-  * (`Harness.measureTogether`), so a slow spell of the machine falls on subjects and baselines
-  * alike.
+  * the sum is not that of the values sent. A part's subjects and baselines are measured in turns
+  * (`Harness.measureTogether`), so a slow spell of the machine falls on them alike; the parts
+  * ([[parts]]: rendezvous, buffered(1), buffered(16) with the multiplexer, buffered(100),
+  * unbounded, 4 to 4, 16 to 16, select) one after the other, and in a forked run each part in fresh
+  * JVMs of its own, under the launcher's flags and under JVM defaults (see [[Forks]]).
   */
 object ChannelSuite extends Suite:
   val name = "channels"
-  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off; select of a read and a send vs the plain operations; B/op"
+  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off (1 to 1, 4 to 4, 16 to 16); select of a read and a send vs the plain operations; B/op; each part in JVMs of its own, with the launcher's flags and with JVM defaults"
   override val forked = true // see Forks: its ratios differed by up to 20 % between single runs
 
   private type Elem = java.lang.Long
   private val Mask = 1023
   private val boxes: Array[Elem] = Array.tabulate(Mask + 1)(i => java.lang.Long.valueOf(i.toLong))
 
-  def run(h: Harness): SuiteResult =
-    val subjects = Vector(
-      channel("SyncChannel", 1_000_000)(SyncChannel[Elem]()),
-      queue("SynchronousQueue put/take", 1_000_000)(SynchronousQueue[Elem]()),
-      Subject("spin hand-off on two volatiles", 1_000_000) { k =>
-        inParts(k) { n =>
-          val cell = SpinCell()
-          transfer("spin hand-off", n, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
-        }
-      },
-      channel("BufferedChannel(1)", 1_000_000)(BufferedChannel[Elem](1)),
-      queue("ArrayBlockingQueue(1)", 1_000_000)(ArrayBlockingQueue[Elem](1)),
-      channel("BufferedChannel(16)", 2_000_000)(BufferedChannel[Elem](16)),
-      queue("ArrayBlockingQueue(16)", 2_000_000)(ArrayBlockingQueue[Elem](16)),
-      channel("BufferedChannel(100)", 2_000_000, allocation = Allocation.AllThreads)(BufferedChannel[Elem](100)),
-      queue("ArrayBlockingQueue(100)", 2_000_000, allocation = Allocation.AllThreads)(ArrayBlockingQueue[Elem](100)),
-      channel("UnboundedChannel", 2_000_000)(UnboundedChannel[Elem]()),
-      queue("LinkedTransferQueue put/take", 2_000_000)(LinkedTransferQueue[Elem]()),
-      channel("BufferedChannel(100), 4 to 4", 2_000_000, 4)(BufferedChannel[Elem](100)),
-      queue("ArrayBlockingQueue(100), 4 to 4", 2_000_000, 4)(ArrayBlockingQueue[Elem](100)),
-      multiplexed,
-      selectSubject,
-      plainSubject
-    )
-    val m = h.measureTogether(subjects*).map(x => x.name -> x).toMap
-    def compare(subject: String, baseline: String, target: Option[Target]) = Comparison(m(subject), m(baseline), target)
-    SuiteResult(name, Seq(
-      compare("SyncChannel", "SynchronousQueue put/take", Some(Target.atLeast(1.0))),
-      compare("BufferedChannel(1)", "ArrayBlockingQueue(1)", None),
-      compare("BufferedChannel(16)", "ArrayBlockingQueue(16)", Some(Target.atLeast(1.0))),
-      compare("BufferedChannel(100)", "ArrayBlockingQueue(100)", Some(Target.atLeast(1.0))),
-      compare("UnboundedChannel", "LinkedTransferQueue put/take", Some(Target.atLeast(1.0))),
-      compare("BufferedChannel(100), 4 to 4", "ArrayBlockingQueue(100), 4 to 4", Some(Target.atLeast(1.0))),
-      compare("SyncChannel", "spin hand-off on two volatiles", Some(Target.atLeast(0.3))),
-      compare("ChannelMultiplexer, 1 to 1", "BufferedChannel(16)", Some(Target.atLeast(0.5))),
-      compare(SelectName, PlainName, Some(Target.atLeast(0.8)))
-    ), m("BufferedChannel(100)").bytesPerOp.toSeq.map { b =>
-      Figure("BufferedChannel(100) allocation per element", b, "B/op", Some(Target.atMost(16)))
-    } ++ m(SelectName).bytesPerOp.toSeq.map { b =>
-      Figure("select of a read and a send: allocation per select", b, "B/op", Some(Target.atMost(100)))
-    } ++ Seq(Figure("select of a read and a send: rounds the read won", selectReadShare(), "%", None)))
+  /** The suite's parts (see [[Suite.parts]]): each a comparison's subjects and baselines, which
+    * are measured together, in turns.
+    */
+  override val parts: Seq[String] =
+    Seq("rendezvous", "buffered(1)", "buffered(16)", "buffered(100)", "unbounded", "4 to 4", "16 to 16", "select")
+
+  /** Every part in this JVM, one after the other. */
+  def run(h: Harness): SuiteResult = parts.map(runPart(h, _)).reduce(_ ++ _)
+
+  override def runPart(h: Harness, part: String): SuiteResult =
+    def result(cs: Seq[Comparison], figures: Seq[Figure] = Nil) = SuiteResult(name, cs, figures)
+    def pair(subject: Subject, baseline: Subject, target: Option[Target]) =
+      val IndexedSeq(s, b) = h.measureTogether(subject, baseline): @unchecked
+      Comparison(s, b, target)
+    part match
+      case "rendezvous" =>
+        val IndexedSeq(sync, sq, spin) = h.measureTogether(
+          channel("SyncChannel", 1_000_000)(SyncChannel[Elem]()),
+          queue("SynchronousQueue put/take", 1_000_000)(SynchronousQueue[Elem]()),
+          Subject("spin hand-off on two volatiles", 1_000_000) { k =>
+            inParts(k) { n =>
+              val cell = SpinCell()
+              transfer("spin hand-off", n, 1, 1)((x, _) => cell.put(x))(_ => cell.take())
+            }
+          }
+        ): @unchecked
+        result(Seq(Comparison(sync, sq, Some(Target.atLeast(1.0))), Comparison(sync, spin, Some(Target.atLeast(0.3)))))
+      case "buffered(1)" =>
+        result(Seq(pair(channel("BufferedChannel(1)", 1_000_000)(BufferedChannel[Elem](1)),
+          queue("ArrayBlockingQueue(1)", 1_000_000)(ArrayBlockingQueue[Elem](1)), None)))
+      case "buffered(16)" =>
+        val IndexedSeq(b16, abq16, mux) = h.measureTogether(
+          channel("BufferedChannel(16)", 2_000_000)(BufferedChannel[Elem](16)),
+          queue("ArrayBlockingQueue(16)", 2_000_000)(ArrayBlockingQueue[Elem](16)),
+          multiplexed
+        ): @unchecked
+        result(Seq(Comparison(b16, abq16, Some(Target.atLeast(1.0))), Comparison(mux, b16, Some(Target.atLeast(0.5)))))
+      case "buffered(100)" =>
+        val c = pair(channel("BufferedChannel(100)", 2_000_000, allocation = Allocation.AllThreads)(BufferedChannel[Elem](100)),
+          queue("ArrayBlockingQueue(100)", 2_000_000, allocation = Allocation.AllThreads)(ArrayBlockingQueue[Elem](100)),
+          Some(Target.atLeast(1.0)))
+        result(Seq(c), c.subject.bytesPerOp.toSeq.map { b =>
+          Figure("BufferedChannel(100) allocation per element", b, "B/op", Some(Target.atMost(16)))
+        })
+      case "unbounded" =>
+        result(Seq(pair(channel("UnboundedChannel", 2_000_000)(UnboundedChannel[Elem]()),
+          queue("LinkedTransferQueue put/take", 2_000_000)(LinkedTransferQueue[Elem]()), Some(Target.atLeast(1.0)))))
+      case "4 to 4" | "16 to 16" =>
+        val n = if part == "4 to 4" then 4 else 16
+        result(Seq(pair(channel(s"BufferedChannel(100), $part", 2_000_000, n)(BufferedChannel[Elem](100)),
+          queue(s"ArrayBlockingQueue(100), $part", 2_000_000, n)(ArrayBlockingQueue[Elem](100)), Some(Target.atLeast(1.0)))))
+      case "select" =>
+        val c = pair(selectSubject, plainSubject, Some(Target.atLeast(0.8)))
+        result(Seq(c), c.subject.bytesPerOp.toSeq.map { b =>
+          Figure("select of a read and a send: allocation per select", b, "B/op", Some(Target.atMost(100)))
+        } ++ Seq(Figure("select of a read and a send: rounds the read won", selectReadShare(), "%", None)))
+      case other => super.runPart(h, other)
 
   /** Values moved through a fresh channel from `parties` senders to `parties` readers. */
   private def channel(name: String, fullOps: Int, parties: Int = 1, allocation: Allocation = Allocation.NotMeasured)(

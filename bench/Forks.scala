@@ -15,26 +15,59 @@ import java.nio.file.Files
   * result, written in a line format of its own ([[encode]]). A measurement's pooled figures are
   * every fork's iterations; bytes per operation is the median of the forks', GC counts add up;
   * a free-standing figure is the median of the forks'.
+  *
+  * A suite with [[Suite.parts]] is measured part by part: each part in forks of its own (a hidden
+  * option names the part), so that a part's code is compiled by a JIT that has seen only that
+  * part (in one JVM, the other parts' channels made the calls a select row shares with them
+  * megamorphic, and its ratio fell from about 0.8x to about 0.7x); and all of that twice, once under the
+  * launcher's flags ([[Flags.Launcher]]: what `asyncpipe` runs with) and once under the JVM's
+  * defaults ([[Flags.Defaults]]: what a library user's JVM runs with), the second set's names
+  * marked [[Flags.DefaultsMark]].
   */
 private[bench] object Forks:
-  /** Runs `suite` in `plan.forks` child JVMs, one after the other, and pools their results. */
+  /** Runs `suite` in `plan.forks` child JVMs (per part and flag set, if it has parts) and pools their results. */
   def run(suite: Suite, plan: Plan, progress: String => Unit): SuiteResult =
+    if suite.parts.isEmpty then pool(forks(suite, None, Flags.Launcher, plan, progress))
+    else
+      val sets = Flags.values.toSeq.map { flags =>
+        val whole = suite.parts.map(part => pool(forks(suite, Some(part), flags, plan, progress))).reduce(_ ++ _)
+        if flags == Flags.Defaults then whole.named(Flags.DefaultsMark) else whole
+      }
+      sets.reduce(_ ++ _).copy(partsApart = true)
+
+  /** The JVM options a fork runs with. */
+  enum Flags:
+    /** This JVM's own: the launcher's flags when the bench runs as `asyncpipe bench`. */
+    case Launcher
+    /** This JVM's own less every `-XX:` and `-Xlog` option and agent: the JIT, GC, object layout
+      * and AOT cache of a JVM started without flags; system properties and module options stay.
+      */
+    case Defaults
+
+    def options: Seq[String] = this match
+      case Launcher => Processes.ownOptions
+      case Defaults => Processes.ownOptions.filterNot(Flags.tuning)
+
+  object Flags:
+    /** What follows the names of the measurements and figures made under [[Defaults]]. */
+    val DefaultsMark = " [JVM defaults]"
+    def tuning(option: String): Boolean =
+      option.startsWith("-XX:") || option.startsWith("-Xlog") || option.startsWith("-agentlib") || option.startsWith("-javaagent")
+
+  /** The results of `plan.forks` forks of `suite` (or its `part`) under `flags`, one after the other. */
+  private def forks(suite: Suite, part: Option[String], flags: Flags, plan: Plan, progress: String => Unit): Seq[SuiteResult] =
     val perFork = plan.perFork
-    val results = (1 to plan.forks).map { k =>
-      progress(s"${suite.name}: fork $k/${plan.forks}")
+    val what = part.fold(suite.name)(p => s"${suite.name} $p${if flags == Flags.Defaults then Flags.DefaultsMark else ""}")
+    (1 to plan.forks).map { k =>
+      progress(s"$what: fork $k/${plan.forks}")
       val out = Files.createTempFile("asyncpipe-bench-fork", ".txt")
       try
-        Processes.shell(
-          (childCommand +: Seq("bench", suite.name, "--fork-plan", perFork.spec, "--fork-out", out.toString).map(Processes.q))
-            .mkString(" ")
-        )
+        val args = Seq("bench", suite.name, "--fork-plan", perFork.spec, "--fork-out", out.toString) ++
+          part.toSeq.flatMap(p => Seq("--fork-part", p))
+        Processes.shell((Processes.command(flags.options) +: args.map(Processes.q)).mkString(" "))
         decode(Files.readString(out, StandardCharsets.UTF_8))
       finally Files.deleteIfExists(out)
     }
-    pool(results)
-
-  /** This JVM's own command line: a fork measures under the same JIT, GC and AOT cache. */
-  private lazy val childCommand: String = Processes.command(Processes.ownOptions)
 
   /** One result from the results of several forks of one suite (see the object's comment). */
   def pool(results: Seq[SuiteResult]): SuiteResult =

@@ -73,10 +73,12 @@ final case class Comparison(subject: Measurement, baseline: Measurement, target:
   def verdict: Option[Verdict] = target.map(Verdict(label, ratio, Target.Ratio, _))
 
 /** A suite's results: comparisons plus free-standing figures (heap, lateness) with their units;
-  * `forks` is how many JVMs measured them (their iterations pooled); `seconds` is how long the
-  * suite took, set by [[Bench.run]] (0 until then).
+  * `forks` is how many JVMs measured them (their iterations pooled); `partsApart`, whether each of
+  * the suite's parts was measured in JVMs of its own, under the launcher's flags and under JVM
+  * defaults (see [[Forks]]); `seconds` is how long the suite took, set by [[Bench.run]] (0 until then).
   */
-final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1, seconds: Double = 0):
+final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures: Seq[Figure], forks: Int = 1, seconds: Double = 0,
+    partsApart: Boolean = false):
   /** Every target of the suite against its value: the comparisons' in order, then the figures'. */
   def verdicts: Seq[Verdict] = comparisons.flatMap(_.verdict) ++ figures.flatMap(_.verdict)
 
@@ -84,6 +86,17 @@ final case class SuiteResult(name: String, comparisons: Seq[Comparison], figures
     * several comparisons, a subject several baselines).
     */
   def measurements: Seq[Measurement] = comparisons.flatMap(c => Seq(c.subject, c.baseline)).distinctBy(_.name)
+
+  /** This result and `more` as one: their comparisons and figures, in order. */
+  def ++(more: SuiteResult): SuiteResult = copy(comparisons = comparisons ++ more.comparisons, figures = figures ++ more.figures)
+
+  /** The same results with `suffix` after every measurement's and figure's name. */
+  def named(suffix: String): SuiteResult =
+    def m(x: Measurement) = x.copy(name = x.name + suffix)
+    copy(
+      comparisons = comparisons.map(c => c.copy(subject = m(c.subject), baseline = m(c.baseline))),
+      figures = figures.map(f => f.copy(name = f.name + suffix))
+    )
 
 /** A free-standing figure in its `unit`, held to `target` (in the same unit) if it has one. */
 final case class Figure(name: String, value: Double, unit: String, target: Option[Target]):

@@ -31,7 +31,11 @@ object Report:
     * target, status.
     */
   def table(r: SuiteResult): String =
-    val pooled = if r.forks > 1 then s"${r.forks} JVMs, their iterations pooled; " else ""
+    val pooled =
+      if r.partsApart then
+        s"each part in ${r.forks} fresh JVMs of its own, their iterations pooled, under the launcher's flags and under JVM defaults (rows marked${Forks.Flags.DefaultsMark}); "
+      else if r.forks > 1 then s"${r.forks} JVMs, their iterations pooled; "
+      else ""
     val b = StringBuilder(s"\n== ${r.name} ($pooled${seconds(r.seconds)})\n")
     if r.comparisons.nonEmpty then
       val shown = collection.mutable.Set.empty[String]
@@ -108,7 +112,7 @@ object Report:
     rows.map(r => r.zip(widths).map((cell, w) => cell.padTo(w, ' ')).mkString("  ").stripTrailing).mkString("", "\n", "\n")
 
   // ---------------------------------------------------------------------------------------------
-  // JSON: {"machine": {...}, "suites": [{"name", "forks", "seconds", "comparisons": [{"subject": M,
+  // JSON: {"machine": {...}, "suites": [{"name", "forks", "partsApart", "seconds", "comparisons": [{"subject": M,
   // "baseline": M, "ratio", "target", "met"}], "figures": [{"name", "value", "unit", "target", "met"}]}]},
   // where M is {"name", "unit", "median", "min", "max", "iterations": [...], "bytesPerOp", "gcCount"};
   // "target" is the target's text as the table shows it and "met" whether it was met (both null
@@ -133,6 +137,7 @@ object Report:
         obj(
           "name" -> str(r.name),
           "forks" -> r.forks.toString,
+          "partsApart" -> r.partsApart.toString,
           "seconds" -> num(r.seconds),
           "comparisons" -> arr(r.comparisons.map(c =>
             obj(Seq("subject" -> meas(c.subject), "baseline" -> meas(c.baseline), "ratio" -> num(c.ratio)) ++ target(c.verdict)*))),

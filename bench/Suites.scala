@@ -18,6 +18,16 @@ trait Suite:
     * is measured in [[Plan.forks]] fresh JVMs (see [[Forks]]).
     */
   def forked: Boolean = false
+  /** A forked suite's parts, if it is measured part by part: each part's subjects are measured
+    * together, in turns, in fresh JVMs of their own, once under the launcher's JVM flags and once
+    * under the JVM's defaults (see [[Forks]]), so that no part's figures depend on what another
+    * part made the JIT compile, and both the tuned and the default figures are shown. Empty (the
+    * default): the suite is one part, measured whole in each fork, under the launcher's flags.
+    */
+  def parts: Seq[String] = Nil
+  /** One of [[parts]], measured in this JVM. */
+  def runPart(h: Harness, part: String): SuiteResult =
+    throw IllegalArgumentException(s"suite $name has no part '$part'")
 
 object Suites:
   val all: Seq[Suite] = Seq(FutureSuite, RaceSuite, TimerSuite, ChannelSuite, FileSuite, UdpSuite, PipelineSuite, NetSuite, KafkaSuite, TaskSuite)

@@ -100,6 +100,15 @@ class BenchTest extends munit.FunSuite:
     val (s6, e6) = run("bench", "channels", "--fork-plan", "1,two,0.05", "--fork-out", "/dev/null")
     assertEquals(s6, 2)
     assert(e6.contains("'1,two,0.05'"), e6)
+    val (s7, e7) = run("bench", "channels", "--fork-plan", "1,2,0.05", "--fork-out", "/dev/null", "--fork-part", "rendezvouz")
+    assertEquals(s7, 2, "a part the suite does not have")
+    assert(e7.contains("'rendezvouz'") && e7.contains("16 to 16"), e7)
+    val (s8, e8) = run("bench", "race", "--fork-plan", "1,2,0.05", "--fork-out", "/dev/null", "--fork-part", "x")
+    assertEquals(s8, 2)
+    assert(e8.contains("'x'") && e8.contains("suite race has no parts"), e8)
+    val (s9, e9) = run("bench", "channels", "--fork-part", "select")
+    assertEquals(s9, 2, "a part without a fork's plan")
+    assert(e9.contains("--fork-plan"), e9)
 
   tempDir.test("options may follow the suite names"): dir =>
     val err = ByteArrayOutputStream()
@@ -114,13 +123,22 @@ class BenchTest extends munit.FunSuite:
     val status = Main.run(Seq("bench", "channels", "race", "--quick", "--forks", "2", "--json", (dir / "f.json").toString),
       Io(OwnedOutput(Channels.newChannel(out)), PrintStream(err, true, "UTF-8")))
     assertEquals(status, 0, err.toString("UTF-8"))
-    assert(out.toString("UTF-8").contains("== channels (2 JVMs, their iterations pooled; "), out.toString("UTF-8"))
+    assert(out.toString("UTF-8").contains("== channels (each part in 2 fresh JVMs of its own, their iterations pooled, under the launcher's flags and under JVM defaults"),
+      out.toString("UTF-8"))
     val suites = ujson.read(os.read(dir / "f.json"))("suites").arr.map(s => s("name").str -> s).toMap
     val perFork = Plan.Quick.copy(forks = 2).perFork.iterations
     assertEquals(suites("channels")("forks").num.toInt, 2)
+    assertEquals(suites("channels")("partsApart").bool, true)
     assertEquals(suites("race")("forks").num.toInt, 1)
+    assertEquals(suites("race")("partsApart").bool, false)
     for c <- suites("channels")("comparisons").arr; side <- Seq("subject", "baseline") do
       assertEquals(c(side)("iterations").arr.size, 2 * perFork, c(side).toString)
+    // every comparison twice: under the launcher's flags, then under JVM defaults, in the same order
+    val labels = suites("channels")("comparisons").arr.map(c => c("subject")("name").str + " vs " + c("baseline")("name").str).toSeq
+    val (launcher, defaults) = labels.splitAt(labels.size / 2)
+    assertEquals(defaults, launcher.map(_.replace(" vs ", " [JVM defaults] vs ") + " [JVM defaults]"))
+    assert(launcher.contains("BufferedChannel(100), 16 to 16 vs ArrayBlockingQueue(100), 16 to 16"), launcher.toString)
+    assertEquals(launcher.size, 10, launcher.toString)
     for c <- suites("race")("comparisons").arr do assertEquals(c("subject")("iterations").arr.size, Plan.Quick.iterations)
 
   // ---------------------------------------------------------------------------------------------

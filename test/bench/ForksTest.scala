@@ -62,6 +62,24 @@ class ForksTest extends munit.FunSuite:
     assertEquals(p.comparisons(1).target, None)
     assertEquals(p.figures.map(_.value), Seq(9.5, 0.3))
 
+  test("a suite's parts join in order; a flag set's mark follows every measurement's and figure's name"):
+    val part2 = SuiteResult("channels", Seq(Comparison(m("B", Seq(1)), m("base2", Seq(2)), None)), Seq(Figure("B per op", 3, "B/op", None)))
+    val both = one ++ part2
+    assertEquals(both.comparisons.map(_.subject.name), Seq("A", "A", "B"))
+    assertEquals(both.figures.map(_.name), Seq("A allocation per element", "odd, name: 1/2", "B per op"))
+    val marked = both.named(" [JVM defaults]")
+    assertEquals(marked.measurements.map(_.name), Seq("A", "base", "spin", "B", "base2").map(_ + " [JVM defaults]"))
+    assertEquals(marked.figures.map(_.name), both.figures.map(_.name + " [JVM defaults]"))
+    assertEquals(marked.comparisons.map(_.ratio), both.comparisons.map(_.ratio))
+    assertEquals(marked.verdicts.map(_.met), both.verdicts.map(_.met))
+
+  test("JVM defaults leave out every -XX and -Xlog option and agents, and keep properties and module options"):
+    val own = Seq("-XX:+UseCompactObjectHeaders", "-XX:AOTCache=/x/a.aot", "-Xlog:disable", "-Xlog:all=warning:stderr",
+      "-agentlib:jdwp=x", "-javaagent:a.jar", "-Djdk.virtualThreadScheduler.parallelism=1", "--add-opens=java.base/java.lang=ALL-UNNAMED",
+      "--enable-native-access=ALL-UNNAMED", "-Xmx2g")
+    assertEquals(own.filterNot(Forks.Flags.tuning),
+      Seq("-Djdk.virtualThreadScheduler.parallelism=1", "--add-opens=java.base/java.lang=ALL-UNNAMED", "--enable-native-access=ALL-UNNAMED", "-Xmx2g"))
+
   test("pooling refuses forks that measured different things"):
     val other = one.copy(comparisons = one.comparisons.map(c => c.copy(baseline = c.baseline.copy(name = "else"))))
     val e = intercept[IllegalStateException](Forks.pool(Seq(one, other)))
