@@ -36,4 +36,9 @@
 // tests' (it brings Scala 2.13): the broker, its tools (console producer and consumer, perf tests)
 // and a logging binding, so that a broker that fails says why (build.mill reads this line).
 // asyncpipe kafka-broker: org.apache.kafka:kafka_2.13:4.4.0 org.apache.kafka:kafka-tools:4.4.0 org.slf4j:slf4j-simple:1.7.36
+// Peers the bench measures against, on the bench's classpath only (build.mill reads this line),
+// as jars by URL and SHA-256: jox 1.1.1, the JVM's other segment/FAA channel (bench channels,
+// issue 41), whose POM names a parent POM that Maven Central mirrors here do not all serve (it
+// has no dependencies, so the jar is all it needs).
+// asyncpipe bench-jars: https://repo1.maven.org/maven2/com/softwaremill/jox/channels/1.1.1/channels-1.1.1.jar#b4d4a806c6a45e043723b3569c7818794e93bfa05384ed05c932947899a921e7
 //> using publish.version 0.1.0

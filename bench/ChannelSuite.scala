@@ -1,11 +1,13 @@
 package asyncpipe.bench
 
 import asyncpipe.async.*
+import com.softwaremill.jox.Channel as JoxChannel
 import java.util.concurrent.{ArrayBlockingQueue, LinkedTransferQueue, SynchronousQueue}
 import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
 
 /** Channels: values handed from sender threads to receiver threads, against the
-  * java.util.concurrent queue of the same shape (rendezvous, bounded, unbounded), against a spin
+  * java.util.concurrent queue of the same shape (rendezvous, bounded, unbounded), against jox's
+  * rendezvous channel (issue 41: at least 1.3x), against a spin
   * hand-off on two volatile cells (what a rendezvous could cost at best), and through a
   * `ChannelMultiplexer` against one plain channel. Bytes allocated per element on
   * `BufferedChannel(100)`. Buffered(1) has no target: it is the seed's own benchmark shape. And
@@ -32,7 +34,7 @@ import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
   */
 object ChannelSuite extends Suite:
   val name = "channels"
-  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, a spin hand-off (1 to 1, 4 to 4, 16 to 16); select of a read and a send vs the plain operations; B/op; each part in JVMs of its own, with the launcher's flags and with JVM defaults"
+  val description = "channels and a multiplexer vs SynchronousQueue, ArrayBlockingQueue, LinkedTransferQueue, jox, a spin hand-off (1 to 1, 4 to 4, 16 to 16); select of a read and a send vs the plain operations; B/op; each part in JVMs of its own, with the launcher's flags and with JVM defaults"
   override val forked = true // see Forks: its ratios differed by up to 20 % between single runs
 
   private type Elem = java.lang.Long
@@ -55,9 +57,10 @@ object ChannelSuite extends Suite:
       Comparison(s, b, target)
     part match
       case "rendezvous" =>
-        val IndexedSeq(sync, sq, spin) = h.measureTogether(
+        val IndexedSeq(sync, sq, joxRendezvous, spin) = h.measureTogether(
           channel("SyncChannel", 1_000_000)(SyncChannel[Elem]()),
           queue("SynchronousQueue put/take", 1_000_000)(SynchronousQueue[Elem]()),
+          jox("jox 1.1.1 rendezvous Channel", 1_000_000)(JoxChannel.newRendezvousChannel[Elem]()),
           Subject("spin hand-off on two volatiles", 1_000_000) { k =>
             inParts(k) { n =>
               val cell = SpinCell()
@@ -65,7 +68,8 @@ object ChannelSuite extends Suite:
             }
           }
         ): @unchecked
-        result(Seq(Comparison(sync, sq, Some(Target.atLeast(1.0))), Comparison(sync, spin, Some(Target.atLeast(0.3)))))
+        result(Seq(Comparison(sync, sq, Some(Target.atLeast(1.0))), Comparison(sync, joxRendezvous, Some(Target.atLeast(1.3))),
+          Comparison(sync, spin, Some(Target.atLeast(0.3)))))
       case "buffered(1)" =>
         result(Seq(pair(channel("BufferedChannel(1)", 1_000_000)(BufferedChannel[Elem](1)),
           queue("ArrayBlockingQueue(1)", 1_000_000)(ArrayBlockingQueue[Elem](1)), None)))
@@ -121,6 +125,17 @@ object ChannelSuite extends Suite:
       inParts(k) { n =>
         val q = make
         transfer(name, n, parties, parties)((x, _) => q.put(x))(_ => q.take())
+      }
+    }
+
+  /** The same through a fresh jox channel (`com.softwaremill.jox`, the JVM's other channel on the
+    * paper's algorithm), with `send` and `receive`.
+    */
+  private def jox(name: String, fullOps: Int)(make: => JoxChannel[Elem]): Subject =
+    Subject(name, fullOps) { k =>
+      inParts(k) { n =>
+        val ch = make
+        transfer(name, n, 1, 1)((x, _) => ch.send(x))(_ => ch.receive())
       }
     }
 

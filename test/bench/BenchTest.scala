@@ -138,7 +138,8 @@ class BenchTest extends munit.FunSuite:
     val (launcher, defaults) = labels.splitAt(labels.size / 2)
     assertEquals(defaults, launcher.map(_.replace(" vs ", " [JVM defaults] vs ") + " [JVM defaults]"))
     assert(launcher.contains("BufferedChannel(100), 16 to 16 vs ArrayBlockingQueue(100), 16 to 16"), launcher.toString)
-    assertEquals(launcher.size, 10, launcher.toString)
+    assert(launcher.contains("SyncChannel vs jox 1.1.1 rendezvous Channel"), launcher.toString)
+    assertEquals(launcher.size, 11, launcher.toString)
     for c <- suites("race")("comparisons").arr do assertEquals(c("subject")("iterations").arr.size, Plan.Quick.iterations)
 
   // ---------------------------------------------------------------------------------------------
