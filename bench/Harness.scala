@@ -152,10 +152,13 @@ final class Harness(val plan: Plan, val progress: String => Unit):
   /** Bytes allocated per operation during one call of `body(ops)`, as `allocation` says to count. */
   private def allocatedPerOp(allocation: Allocation, body: Int => Unit, ops: Int): Option[Double] =
     def perOp(count: () => Long): Option[Double] =
+      // what reading the counter allocates itself (a few bytes: a Promise of 48 B read 48.00001)
+      val first = count()
+      val itself = count() - first
       val before = count()
       body(ops)
       val after = count()
-      Option.when(before >= 0 && after >= 0)((after - before).toDouble / ops)
+      Option.when(first >= 0 && before >= 0 && after >= 0)(math.max(0L, after - before - itself).toDouble / ops)
     allocation match
       case Allocation.NotMeasured          => scala.None
       case Allocation.CallingThread => perOp(() => threadBean.getThreadAllocatedBytes(Thread.currentThread.threadId))
