@@ -1,6 +1,7 @@
 package asyncpipe.async
 
 import java.lang.invoke.{MethodHandles, VarHandle}
+import scala.annotation.static
 import java.util.concurrent.{CancellationException, ConcurrentLinkedQueue}
 import scala.util.{Failure, Success, Try}
 
@@ -109,10 +110,61 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** Sets the rendezvous spin budget; for tests that need a party to spin rather than park. */
   private[async] def setSpinBudget(n: Int): Unit = spinBudgetNow = n
 
+  // Whose partner sits in the queue of this party's carrier (doc/adr/0011, issue 41). A party
+  // that has just unparked its parked partner has put it in its own carrier's queue (a virtual
+  // thread unparked from a virtual thread is pushed to the waker's carrier): until this party
+  // parks, or another carrier steals it, the partner cannot run, and a spin for it is wasted,
+  // and it would tell the budget that spinning does not pay, which is false of this channel's
+  // parties on two carriers. So the next operation of that side neither spins nor counts in the
+  // budget: it parks at once, as SynchronousQueue does when its carrier has queued work
+  // (ForkJoinWorkerThread.hasKnownQueuedWork, which is not public API). Per side (one word for
+  // senders, one for readers): 0 nothing known, Woke (this side's last operation unparked its
+  // partner), Skip (this side's operation in progress does not spin). A hint: with several
+  // parties on a side it is only approximate, which costs a spin or a park, never a value.
+  private var senderWoke: Int = 0
+  private var readerWoke: Int = 0
+  // The thread of each side's latest rendezvous party that waited: the partner a party waits for
+  // (in a one-to-one rendezvous, exactly; with several parties on a side, a hint). Written only
+  // when it changes, and only on the way to a wait, so that parties that find each other there
+  // do not write the channel's line.
+  private var lastSender: Thread | Null = null
+  private var lastReader: Thread | Null = null
+
+  /** Notes the current thread as its side's latest party. */
+  private inline def noteParty(inline sender: Boolean): Unit =
+    val me = Thread.currentThread
+    if sender then { if lastSender ne me then lastSender = me }
+    else if lastReader ne me then lastReader = me
+  /** The partner a party of this side waits for. */
+  private inline def partnerOf(inline sender: Boolean): Thread | Null = if sender then lastReader else lastSender
+
+  /** At the start of a rendezvous party's attempt: whether it may spin (false right after its
+    * side unparked a partner), moving its side's word on. Writes only when the word changes. */
+  private inline def maySpin(inline sender: Boolean): Boolean =
+    if CarrierOf != null then !notRunning(partnerOf(sender)) // seen live: no hint needed
+    else maySpinByHint(sender)
+  private inline def maySpinByHint(inline sender: Boolean): Boolean =
+    val w = if sender then senderWoke else readerWoke
+    if w == 0 then true
+    else
+      val next = if w == Woke then Skip else 0
+      if sender then senderWoke = next else readerWoke = next
+      next == 0
+  /** A party that resumed `w` tells its side whether the resume unparked it. */
+  private inline def woke(w: Waiter, inline sender: Boolean): Unit =
+    if w.unparked then
+      if sender then senderWoke = Woke else readerWoke = Woke
+
+  /** The spins a parked-to-be rendezvous waiter makes on its word before it parks. */
+  private[async] def waitBudget(sender: Boolean): Int =
+    if CarrierOf != null then { if notRunning(if sender then lastReader else lastSender) then 0 else spinBudget() }
+    else if (if sender then senderWoke else readerWoke) == Skip then 0 else spinBudget()
+
   /** How many spins a rendezvous wait may make now. */
   private[async] def spinBudget(): Int =
     val b = spinBudgetNow
-    if b > 0 then b
+    if OneCpu || (OneCarrier && Thread.currentThread.isVirtual) then 0 // a spin holds the CPU (carrier) the partner needs
+    else if b > 0 then b
     else
       waitsWithoutSpin += 1
       if waitsWithoutSpin % ProbeEvery == 0 then SpinProbe else 0
@@ -313,7 +365,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     val found = seg.swap(i, v)
     if found != null then return displaced(seg, i, v, found)
     notifyListeners() // a listener read may take the value from the cell
-    var state = spinWhileHeld(seg, i, v, spinBudget())
+    noteParty(sender = true) // we wait: the reader may want to know whether we run
+    var state = spinWhileHeld(seg, i, v, if maySpin(sender = true) then spinBudget() else 0, lastReader)
     while true do
       if (state eq DONE) || (state eq TAKEN) then return Outcome.Buffered // a reader has the value
       else if state eq v then
@@ -356,6 +409,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private inline def handToParkedReader(w: Waiter, seg: Segment, i: Int, v: AnyRef, inCell: AnyRef): Outcome =
     if w.tryResume(v) then
       seg.setCell(i, DONE)
+      if isRendezvous && CarrierOf == null then woke(w, sender = true)
       Outcome.WaiterResumed
     else
       settleCancelled(seg, i, inCell, sender = false)
@@ -365,14 +419,17 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * holds `held` (the sender's value, the reader's mark), tells the spin budget whether the wait
     * paid off, and returns what the cell holds then. Inline: it is on every hand-off's path.
     */
-  private inline def spinWhileHeld(seg: Segment, i: Int, held: AnyRef, budget: Int): AnyRef | Null =
+  private inline def spinWhileHeld(seg: Segment, i: Int, held: AnyRef, budget: Int, partner: Thread | Null): AnyRef | Null =
     var left = budget
     var state = seg.cell(i)
     while left > 0 && (state eq held) do
       left -= 1
       Thread.onSpinWait()
       state = seg.cell(i)
-    if state eq held then { if budget > 0 then spinWasted() }
+      // the partner parked or lost its carrier: it cannot come while we spin; stop, no verdict
+      if (left & 31) == 0 && (state eq held) && notRunning(partner) then left = -1
+    if left < 0 then ()
+    else if state eq held then { if budget > 0 then spinWasted() }
     else if left < budget then spinPaidOff()
     state
 
@@ -448,7 +505,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   private def receiveRendezvous(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
     var state = seg.cell(i)
     if state == null then
-      val budget = spinBudget()
+      noteParty(sender = false) // we wait: the sender may want to know whether we run
+      val budget = if maySpin(sender = false) then spinBudget() else 0
       if budget > 0 then
         val owner = async.owner
         if owner != null then return cancellableSpin(seg, i, r, async, budget, owner)
@@ -487,7 +545,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     * cancel's claim (INTERRUPTED_RECEIVE, which the general path ends with) came first.
     */
   private def spinForSender(seg: Segment, i: Int, r: Long, async: Async, budget: Int, mark: SpinMark): AnyRef =
-    var state = spinWhileHeld(seg, i, mark, budget)
+    var state = spinWhileHeld(seg, i, mark, budget, lastSender)
     if state eq mark then
       if seg.cas(i, mark, null) then return updateCellReceive(seg, i, r, async)
       state = seg.cell(i) // CAS unsuccessful: a value, the close or our cancel's claim came meanwhile
@@ -534,6 +592,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           if seg.cas(i, w, RESUMING) then
             if w.tryResume(Waiter.RESUMED) then
               seg.setCell(i, DONE)
+              if isRendezvous && CarrierOf == null then woke(w, sender = false)
               expandBuffer()
               return w.payload
             else
@@ -1151,6 +1210,20 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   * Segment.scala and the padded counters in Padding.scala.
   */
 private[async] object SegmentChannel:
+  /** A virtual thread's carrier (null while it is not mounted: parked, or queued to run), where
+    * java.lang is open to us (`--add-opens java.base/java.lang=ALL-UNNAMED`, as the launcher
+    * has it); else null, and the parties go by the hint of `senderWoke` / `readerWoke`. */
+  @static private val CarrierOf: VarHandle | Null =
+    try
+      if java.lang.Boolean.getBoolean("asyncpipe.channel.noCarrierCheck") then throw UnsupportedOperationException()
+      val c = Class.forName("java.lang.VirtualThread")
+      MethodHandles.privateLookupIn(c, MethodHandles.lookup()).findVarHandle(c, "carrierThread", classOf[Thread])
+    catch case _: Throwable => null
+  /** Whether `t` is a virtual thread seen not mounted on a carrier: it cannot reach its cell
+    * until it is, so a party that waits for it does not spin. */
+  private inline def notRunning(t: Thread | Null): Boolean =
+    t != null && CarrierOf != null && t.isVirtual && carrierOf(t) == null
+  private def carrierOf(t: Thread): Thread | Null = CarrierOf.nn.getOpaque(t).asInstanceOf[Thread | Null]
   import CellState.*
 
   final val Unbounded = -1
@@ -1263,6 +1336,14 @@ private[async] object SegmentChannel:
     * channel whose parties got carriers of their own again finds out. */
   private val SpinProbe: Int = 16
   private val ProbeEvery: Int = 256
+  /** The words of `senderWoke` and `readerWoke`. */
+  private final val Woke = 1
+  private final val Skip = 2
+  /** Virtual threads have one carrier (`-Djdk.virtualThreadScheduler.parallelism=1`, or one
+    * CPU): a virtual thread's spin then holds the carrier its partner needs, and never pays. */
+  private val OneCpu: Boolean = java.lang.Runtime.getRuntime.availableProcessors <= 1
+  private val OneCarrier: Boolean =
+    try Integer.getInteger("jdk.virtualThreadScheduler.parallelism", 2).intValue <= 1 catch case _: Exception => false
 
   /** `ending` of `close()`. */
   private object NoCause

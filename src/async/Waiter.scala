@@ -83,8 +83,12 @@ private[async] class Waiter(thread: Thread | Null, val payload: AnyRef | Null, r
 
   /** Set (then a full fence) by the waiter just before it parks: a resumer unparks only then. */
   @volatile var parking: Boolean = false
+  /** Set by the resumer (the thread that won `data`) when its resume unparked us: read only by
+    * that thread, right after, as a hint for its own next wait (see `SegmentChannel.woke`). */
+  var unparked: Boolean = false
   private def wake(): Unit =
     if parking then
+      unparked = true
       if runtime == null then LockSupport.unpark(thread) else runtime.unpark(thread)
 
   def awaitSend(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): Outcome =
@@ -104,7 +108,7 @@ private[async] class Waiter(thread: Thread | Null, val payload: AnyRef | Null, r
     */
   private def await(seg: Segment, i: Int, async: Async, ch: SegmentChannel[?]): AnyRef =
     try
-      val budget = if ch.capacity == 0 then ch.spinBudget() else 0
+      val budget = if ch.capacity == 0 then ch.waitBudget(isSender) else 0
       var spins = budget
       var heldInterrupt = false
       var d = data
