@@ -39,8 +39,11 @@ private[bench] object Forks:
   enum Flags:
     /** This JVM's own: the launcher's flags when the bench runs as `asyncpipe bench`. */
     case Launcher
-    /** This JVM's own less every `-XX:` and `-Xlog` option and agent: the JIT, GC, object layout
-      * and AOT cache of a JVM started without flags; system properties and module options stay.
+    /** This JVM's own less every `-XX:` and `-Xlog` option, agent and module option
+      * (`--add-opens`, `--enable-native-access`): the JIT, GC, object layout and AOT cache of a
+      * JVM started without flags, and the closed JDK of a library user's JVM (the channel reads
+      * a virtual thread's carrier only where java.lang is open: doc/adr/0011); system
+      * properties and heap sizes stay.
       */
     case Defaults
 
@@ -51,8 +54,9 @@ private[bench] object Forks:
   object Flags:
     /** What follows the names of the measurements and figures made under [[Defaults]]. */
     val DefaultsMark = " [JVM defaults]"
+    /** Whether `option` is one that [[Defaults]] leaves out. */
     def tuning(option: String): Boolean =
-      option.startsWith("-XX:") || option.startsWith("-Xlog") || option.startsWith("-agentlib") || option.startsWith("-javaagent")
+      Seq("-XX:", "-Xlog", "-agentlib", "-javaagent", "--add-opens", "--add-exports", "--enable-native-access").exists(option.startsWith)
 
   /** The results of `plan.forks` forks of `suite` (or its `part`) under `flags`, one after the other. */
   private def forks(suite: Suite, part: Option[String], flags: Flags, plan: Plan, progress: String => Unit): Seq[SuiteResult] =
