@@ -28,7 +28,7 @@ import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
   * (13 B/op in some runs, 31-33 in others). The receivers sum what they take; `transfer` fails if
   * the sum is not that of the values sent. A part's subjects and baselines are measured in turns
   * (`Harness.measureTogether`), so a slow spell of the machine falls on them alike; the parts
-  * ([[parts]]: rendezvous, buffered(1), buffered(16) with the multiplexer, buffered(100),
+  * ([[parts]]: rendezvous, rendezvous 8 to 8 and 64 to 64, buffered(1), buffered(16) with the multiplexer, buffered(100),
   * unbounded, 4 to 4, 16 to 16, select) one after the other, and in a forked run each part in fresh
   * JVMs of its own, under the launcher's flags and under JVM defaults (see [[Forks]]).
   */
@@ -45,7 +45,7 @@ object ChannelSuite extends Suite:
     * are measured together, in turns.
     */
   override val parts: Seq[String] =
-    Seq("rendezvous", "buffered(1)", "buffered(16)", "buffered(100)", "unbounded", "4 to 4", "16 to 16", "select")
+    Seq("rendezvous", "rendezvous, many to many", "buffered(1)", "buffered(16)", "buffered(100)", "unbounded", "4 to 4", "16 to 16", "select")
 
   /** Every part in this JVM, one after the other. */
   def run(h: Harness): SuiteResult = parts.map(runPart(h, _)).reduce(_ ++ _)
@@ -70,6 +70,15 @@ object ChannelSuite extends Suite:
         ): @unchecked
         result(Seq(Comparison(sync, sq, Some(Target.atLeast(1.0))), Comparison(sync, joxRendezvous, Some(Target.atLeast(1.3))),
           Comparison(sync, spin, Some(Target.atLeast(0.3)))))
+      case "rendezvous, many to many" =>
+        // no target: how the rendezvous's waiting holds with more parties than carriers (ADR 0011)
+        val IndexedSeq(sync8, sq8, sync64, sq64) = h.measureTogether(
+          channel("SyncChannel, 8 to 8", 1_000_000, 8)(SyncChannel[Elem]()),
+          queue("SynchronousQueue, 8 to 8", 1_000_000, 8)(SynchronousQueue[Elem]()),
+          channel("SyncChannel, 64 to 64", 1_000_000, 64)(SyncChannel[Elem]()),
+          queue("SynchronousQueue, 64 to 64", 1_000_000, 64)(SynchronousQueue[Elem]())
+        ): @unchecked
+        result(Seq(Comparison(sync8, sq8, None), Comparison(sync64, sq64, None)))
       case "buffered(1)" =>
         result(Seq(pair(channel("BufferedChannel(1)", 1_000_000)(BufferedChannel[Elem](1)),
           queue("ArrayBlockingQueue(1)", 1_000_000)(ArrayBlockingQueue[Elem](1)), None)))

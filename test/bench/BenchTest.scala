@@ -139,7 +139,8 @@ class BenchTest extends munit.FunSuite:
     assertEquals(defaults, launcher.map(_.replace(" vs ", " [JVM defaults] vs ") + " [JVM defaults]"))
     assert(launcher.contains("BufferedChannel(100), 16 to 16 vs ArrayBlockingQueue(100), 16 to 16"), launcher.toString)
     assert(launcher.contains("SyncChannel vs jox 1.1.1 rendezvous Channel"), launcher.toString)
-    assertEquals(launcher.size, 11, launcher.toString)
+    assert(launcher.contains("SyncChannel, 64 to 64 vs SynchronousQueue, 64 to 64"), launcher.toString)
+    assertEquals(launcher.size, 13, launcher.toString)
     for c <- suites("race")("comparisons").arr do assertEquals(c("subject")("iterations").arr.size, Plan.Quick.iterations)
 
   // ---------------------------------------------------------------------------------------------
