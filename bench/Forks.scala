@@ -18,8 +18,8 @@ import java.nio.file.Files
   *
   * A suite with [[Suite.parts]] is measured part by part: each part in forks of its own (a hidden
   * option names the part), so that a part's code is compiled by a JIT that has seen only that
-  * part (in one JVM, the other parts' channels made the calls a select row shares with them
-  * megamorphic, and its ratio fell from about 0.8x to about 0.7x); and all of that twice, once under the
+  * part (in one JVM, every channel kind's calls go through the same methods, so what one row
+  * measures depends on which rows ran before it); and all of that twice, once under the
   * launcher's flags ([[Flags.Launcher]]: what `asyncpipe` runs with) and once under the JVM's
   * defaults ([[Flags.Defaults]]: what a library user's JVM runs with), the second set's names
   * marked [[Flags.DefaultsMark]].
