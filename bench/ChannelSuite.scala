@@ -28,9 +28,10 @@ import java.util.concurrent.atomic.{AtomicLong, AtomicReference}
   * (13 B/op in some runs, 31-33 in others). The receivers sum what they take; `transfer` fails if
   * the sum is not that of the values sent. A part's subjects and baselines are measured in turns
   * (`Harness.measureTogether`), so a slow spell of the machine falls on them alike; the parts
-  * ([[parts]]: rendezvous, rendezvous 8 to 8 and 64 to 64, buffered(1), buffered(16) with the multiplexer, buffered(100),
-  * unbounded, 4 to 4, 16 to 16, select) one after the other, and in a forked run each part in fresh
-  * JVMs of its own, under the launcher's flags and under JVM defaults (see [[Forks]]).
+  * ([[parts]]: rendezvous, rendezvous 8 to 8 and 64 to 64, buffered(1), buffered(16) with the
+  * multiplexer, buffered(100), unbounded, 4 to 4, 16 to 16, select) one after the other, and in
+  * a forked run each part in fresh JVMs of its own, under the launcher's flags and under JVM
+  * defaults (see [[Forks]]).
   */
 object ChannelSuite extends Suite:
   val name = "channels"
