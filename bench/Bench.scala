@@ -3,7 +3,9 @@ package asyncpipe.bench
 import java.nio.file.Path
 
 /** Runs suites and reports them: a table per suite on `out`, then the summary of the targets,
-  * progress on `progress` (a terminal only), and optionally JSON and a chart (SVG or PNG).
+  * progress on `progress` (a terminal only), and optionally JSON and a chart (SVG or PNG). A
+  * suite with parts measures those named in `onlyParts` (all if it is empty; the caller checked
+  * that each suite with parts keeps at least one).
   */
 object Bench:
   def run(
@@ -12,7 +14,8 @@ object Bench:
       out: String => Unit,
       progress: Option[String => Unit],
       json: Option[Path],
-      plot: Option[ChartFile]
+      plot: Option[ChartFile],
+      onlyParts: Set[String] = Set.empty
   ): Seq[SuiteResult] =
     val machine = Machine.current
     out(Report.header(machine))
@@ -22,7 +25,11 @@ object Bench:
     val results = suites.map { s =>
       note(s"${s.name}: starting")
       val t0 = System.nanoTime()
-      val measured = if s.forked && plan.forks > 1 then Forks.run(s, plan, note) else s.run(harness)
+      val parts = s.parts.filter(p => onlyParts.isEmpty || onlyParts(p))
+      val measured =
+        if s.forked && plan.forks > 1 then Forks.run(s, plan, note, parts)
+        else if s.parts.nonEmpty then parts.map(s.runPart(harness, _)).reduce(_ ++ _)
+        else s.run(harness)
       val r = measured.copy(seconds = (System.nanoTime() - t0) / 1e9)
       out(Report.table(r))
       r

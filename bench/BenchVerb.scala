@@ -11,12 +11,14 @@ import java.nio.file.Path
   */
 class BenchVerb(suites: Seq[Suite]) extends Verb:
   val name = "bench"
-  val synopsis = "asyncpipe bench [SUITE...] [--quick] [--forks N] [--json FILE] [--plot FILE.svg|FILE.png] [--check]"
+  val synopsis = "asyncpipe bench [SUITE...] [--quick] [--forks N] [--parts PART,...] [--json FILE] [--plot FILE.svg|FILE.png] [--check]"
   val summary = "measure the primitives against baselines on this machine"
 
   val quick: Opt[Unit] = Opt.flag("--quick", "a smoke run: fewer operations and iterations (for CI)")
   val forks: Opt[Long] = Opt("--forks", Reader.wholeNumber(1, 100),
     "measure the suites whose figures depend on choices a JVM makes once (JIT, thread placement: channels, future) in N fresh JVMs, one after the other, and pool their iterations (default 3; 1 with --quick)")
+  val onlyParts: Opt[String] = Opt("--parts", Reader.text("PART,..."),
+    "measure only these parts of a suite that has parts (channels: " + suites.flatMap(_.parts).distinct.mkString(", ") + "); other suites run whole")
   val json: Opt[Path] = Opt("--json", Reader.path().andThen(ReportFile.check), "also write every number as JSON, into a directory that exists")
   val plot: Opt[ChartFile] = Opt("--plot", Reader.path("FILE.svg|FILE.png").andThen(ChartFile.read),
     "also draw the ratios as a chart, SVG or PNG by the file's extension, into a directory that exists: a bar per comparison on a log scale centred on 1.0x (right: faster than the baseline), its target marked, met or MISSED")
@@ -24,7 +26,7 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
   val forkPlan: Opt[String] = Opt("--fork-plan", Reader.text("PLAN"), "internal: this process is one fork, measuring with this plan", hidden = true)
   val forkOut: Opt[String] = Opt("--fork-out", Reader.path(), "internal: the file a fork writes its result to", hidden = true)
   val forkPart: Opt[String] = Opt("--fork-part", Reader.text("PART"), "internal: the part of the suite this fork measures", hidden = true)
-  override val opts: Seq[Opt[?]] = Seq(quick, forks, json, plot, check, forkPlan, forkOut, forkPart)
+  override val opts: Seq[Opt[?]] = Seq(quick, forks, onlyParts, json, plot, check, forkPlan, forkOut, forkPart)
   override def operandWords: Seq[String] = suites.map(_.name)
 
   override def help: String =
@@ -46,6 +48,7 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
       chosen <- chosen(options.operands)
       plan <- plan(options)
       fork <- fork(options, chosen)
+      parts <- parts(options, chosen)
       status <- fork match
         case Some((suite, forkPlan, out, part)) =>
           Bench.runFork(suite, forkPlan, out, part)
@@ -58,7 +61,8 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
             text => { io.out.write(text); io.out.flush() },
             progress,
             options.get(json),
-            options.get(plot)
+            options.get(plot),
+            parts
           )
           progress.foreach(_ => io.err.print("\r\u001b[K"))
           checked(results, options.has(check))
@@ -75,6 +79,23 @@ class BenchVerb(suites: Seq[Suite]) extends Verb:
   private def plan(options: Parsed): Either[CliError, Plan] =
     val base = if options.has(quick) then Plan.Quick else Plan.Full
     Right(options.get(forks).fold(base)(n => base.copy(forks = n.toInt)))
+
+  /** The parts `--parts` names: each a part of a chosen suite, and every chosen suite that has
+    * parts keeps one at least. Empty: all.
+    */
+  private def parts(options: Parsed, chosen: Seq[Suite]): Either[CliError, Set[String]] =
+    options.get(onlyParts).fold(Right(Set.empty[String])) { list =>
+      val names = list.split(',').map(_.trim).toSeq
+      val known = chosen.flatMap(_.parts)
+      names.find(n => !known.contains(n)) match
+        case Some(bad) =>
+          val rule = if known.isEmpty then "no chosen suite has parts" else known.mkString("not a part of a chosen suite; one of: ", ", ", "")
+          Left(CliError.BadToken(Some(name), bad, rule, synopsis))
+        case None =>
+          chosen.find(s => s.parts.nonEmpty && !s.parts.exists(names.contains)) match
+            case Some(s) => Left(CliError.BadToken(Some(name), list, s"names no part of suite ${s.name}", synopsis))
+            case None    => Right(names.toSet)
+    }
 
   /** The hidden options of a fork (see asyncpipe.bench.Forks): plan and output both or neither,
     * one suite, and a part only of a suite that has parts.

@@ -25,12 +25,15 @@ import java.nio.file.Files
   * marked [[Flags.DefaultsMark]].
   */
 private[bench] object Forks:
-  /** Runs `suite` in `plan.forks` child JVMs (per part and flag set, if it has parts) and pools their results. */
-  def run(suite: Suite, plan: Plan, progress: String => Unit): SuiteResult =
+  /** Runs `suite` in `plan.forks` child JVMs (per part and flag set, if it has parts: those of
+    * `parts`, its own by default) and pools their results.
+    */
+  def run(suite: Suite, plan: Plan, progress: String => Unit, parts: Seq[String] = Nil): SuiteResult =
     if suite.parts.isEmpty then pool(forks(suite, None, Flags.Launcher, plan, progress))
     else
+      val measured = if parts.isEmpty then suite.parts else parts
       val sets = Flags.values.toSeq.map { flags =>
-        val whole = suite.parts.map(part => pool(forks(suite, Some(part), flags, plan, progress))).reduce(_ ++ _)
+        val whole = measured.map(part => pool(forks(suite, Some(part), flags, plan, progress))).reduce(_ ++ _)
         if flags == Flags.Defaults then whole.named(Flags.DefaultsMark) else whole
       }
       sets.reduce(_ ++ _).copy(partsApart = true)

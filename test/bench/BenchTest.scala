@@ -109,6 +109,12 @@ class BenchTest extends munit.FunSuite:
     val (s9, e9) = run("bench", "channels", "--fork-part", "select")
     assertEquals(s9, 2, "a part without a fork's plan")
     assert(e9.contains("--fork-plan"), e9)
+    val (s10, e10) = run("bench", "channels", "--parts", "select,rendezvouz")
+    assertEquals(s10, 2)
+    assert(e10.contains("'rendezvouz'") && e10.contains("16 to 16"), e10)
+    val (s11, e11) = run("bench", "race", "--parts", "select")
+    assertEquals(s11, 2)
+    assert(e11.contains("'select'") && e11.contains("no chosen suite has parts"), e11)
 
   tempDir.test("options may follow the suite names"): dir =>
     val err = ByteArrayOutputStream()
@@ -117,10 +123,10 @@ class BenchTest extends munit.FunSuite:
     assertEquals(status, 0, err.toString("UTF-8"))
     assertEquals(ujson.read(os.read(dir / "r.json"))("suites").arr.map(_("name").str).toSeq, Seq("race"))
 
-  tempDir.test("--forks 2 measures a forked suite in two JVMs and pools their iterations; other suites run once"): dir =>
+  tempDir.test("--forks 2 measures a forked suite in two JVMs and pools their iterations, part by part under both flag sets; other suites run once"): dir =>
     val err = ByteArrayOutputStream()
     val out = ByteArrayOutputStream()
-    val status = Main.run(Seq("bench", "channels", "race", "--quick", "--forks", "2", "--json", (dir / "f.json").toString),
+    val status = Main.run(Seq("bench", "channels", "race", "--quick", "--forks", "2", "--parts", "rendezvous,select", "--json", (dir / "f.json").toString),
       Io(OwnedOutput(Channels.newChannel(out)), PrintStream(err, true, "UTF-8")))
     assertEquals(status, 0, err.toString("UTF-8"))
     assert(out.toString("UTF-8").contains("== channels (each part in 2 fresh JVMs of its own, their iterations pooled, under the launcher's flags and under JVM defaults"),
@@ -137,10 +143,10 @@ class BenchTest extends munit.FunSuite:
     val labels = suites("channels")("comparisons").arr.map(c => c("subject")("name").str + " vs " + c("baseline")("name").str).toSeq
     val (launcher, defaults) = labels.splitAt(labels.size / 2)
     assertEquals(defaults, launcher.map(_.replace(" vs ", " [JVM defaults] vs ") + " [JVM defaults]"))
-    assert(launcher.contains("BufferedChannel(100), 16 to 16 vs ArrayBlockingQueue(100), 16 to 16"), launcher.toString)
-    assert(launcher.contains("SyncChannel vs jox 1.1.1 rendezvous Channel"), launcher.toString)
-    assert(launcher.contains("SyncChannel, 64 to 64 vs SynchronousQueue, 64 to 64"), launcher.toString)
-    assertEquals(launcher.size, 13, launcher.toString)
+    assertEquals(launcher, Seq("SyncChannel vs SynchronousQueue put/take", "SyncChannel vs jox 1.1.1 rendezvous Channel",
+      "SyncChannel vs spin hand-off on two volatiles", "select of a read and a send, 2 BufferedChannel(16) vs the same reads and sends without select"))
+    assertEquals(suites("channels")("figures").arr.map(_("name").str).toSeq.take(2),
+      Seq("select of a read and a send: allocation per select", "select of a read and a send: rounds the read won"))
     for c <- suites("race")("comparisons").arr do assertEquals(c("subject")("iterations").arr.size, Plan.Quick.iterations)
 
   // ---------------------------------------------------------------------------------------------
