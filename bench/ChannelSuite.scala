@@ -262,15 +262,9 @@ object ChannelSuite extends Suite:
     */
   private inline def exchange(label: String, k: Int)(inline step: (Int, Exchange, Async) => Unit): Exchange =
     val x = Exchange()
-    val failure = AtomicReference[Throwable]()
-    val threads = new Array[Thread](3)
+    val crew = Crew(3)
+    import crew.{guarded, threads}
     var drained = -1L
-    def guarded(body: Async ?=> Unit): Runnable = () =>
-      try Async.blocking(body)
-      catch
-        case e: Throwable =>
-          if failure.compareAndSet(null, e) then
-            threads.foreach(t => if t != null && (t ne Thread.currentThread) then t.interrupt())
     threads(0) = Thread.ofVirtual().unstarted(guarded {
       var j = 0L
       try
@@ -301,9 +295,7 @@ object ChannelSuite extends Suite:
         x.out.close()
         x.in.cancel()
     })
-    threads.foreach(_.start())
-    threads.foreach(_.join())
-    val e = failure.get
+    val e = crew.run()
     if e != null then throw IllegalStateException(s"$label: a thread failed", e)
     if x.reads + x.sends != k then throw IllegalStateException(s"$label: ${x.reads} reads and ${x.sends} sends in $k rounds")
     if drained != x.sends then throw IllegalStateException(s"$label: the loop sent ${x.sends} values, the drainer took $drained")
@@ -318,14 +310,8 @@ object ChannelSuite extends Suite:
       inline send: (Elem, Async) => Unit
   )(inline take: Async => Elem): Unit =
     val sums = new Array[Long](receivers)
-    val failure = AtomicReference[Throwable]()
-    val threads = new Array[Thread](senders + receivers)
-    def guarded(body: Async ?=> Unit): Runnable = () =>
-      try Async.blocking(body)
-      catch
-        case e: Throwable =>
-          if failure.compareAndSet(null, e) then
-            threads.foreach(t => if t != null && (t ne Thread.currentThread) then t.interrupt())
+    val crew = Crew(senders + receivers)
+    import crew.{guarded, threads}
     for r <- 0 until receivers do
       threads(r) = Thread.ofVirtual().unstarted(guarded {
         val a = summon[Async]
@@ -344,13 +330,29 @@ object ChannelSuite extends Suite:
           send(boxes(i & Mask), a)
           i += senders
       })
-    threads.foreach(_.start())
-    threads.foreach(_.join())
-    val e = failure.get
+    val e = crew.run()
     if e != null then throw IllegalStateException(s"$label: a sender or receiver failed", e)
     val got = sums.sum
     val expected = sentSum(k)
     if got != expected then throw IllegalStateException(s"$label: received values sum to $got, sent $expected")
+
+  /** The virtual threads of one transfer or exchange, which fail together: each body runs in a
+    * scope of its own, and the first that fails is kept and interrupts the others.
+    */
+  private final class Crew(n: Int):
+    val threads = new Array[Thread](n)
+    private val failure = AtomicReference[Throwable]()
+    def guarded(body: Async ?=> Unit): Runnable = () =>
+      try Async.blocking(body)
+      catch
+        case e: Throwable =>
+          if failure.compareAndSet(null, e) then
+            threads.foreach(t => if t != null && (t ne Thread.currentThread) then t.interrupt())
+    /** Starts every thread, joins them all; the first failure, or null. */
+    def run(): Throwable | Null =
+      threads.foreach(_.start())
+      threads.foreach(_.join())
+      failure.get
 
   /** How many rounds (fresh threads, fresh channel) one measured call is made of: see the object. */
   private val Parts = 8

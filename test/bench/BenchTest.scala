@@ -82,39 +82,26 @@ class BenchTest extends munit.FunSuite:
       val err = ByteArrayOutputStream()
       val status = Main.run(args, Io(OwnedOutput(Channels.newChannel(ByteArrayOutputStream())), PrintStream(err, true, "UTF-8")))
       (status, err.toString("UTF-8"))
-    val (s1, e1) = run("bench", "channelz")
-    assertEquals(s1, 2)
-    assert(e1.contains("'channelz'") && e1.contains("future"), e1)
-    val (s2, e2) = run("bench", "--jsn", "x")
-    assertEquals(s2, 2)
-    assert(e2.contains("'--jsn'"), e2)
-    val (s3, e3) = run("bench", "channelz", "--quick")
-    assertEquals(s3, 2, "an option after a suite name must not hide the bad name")
-    assert(e3.contains("'channelz'"), e3)
-    val (s4, e4) = run("bench", "channels", "--forks", "0")
-    assertEquals(s4, 2)
-    assert(e4.contains("'0'") && e4.contains("from 1 to 100"), e4)
-    val (s5, e5) = run("bench", "channels", "--fork-plan", "1,2,0.05")
-    assertEquals(s5, 2, "a fork's plan without its output file")
-    assert(e5.contains("--fork-out"), e5)
-    val (s6, e6) = run("bench", "channels", "--fork-plan", "1,two,0.05", "--fork-out", "/dev/null")
-    assertEquals(s6, 2)
-    assert(e6.contains("'1,two,0.05'"), e6)
-    val (s7, e7) = run("bench", "channels", "--fork-plan", "1,2,0.05", "--fork-out", "/dev/null", "--fork-part", "rendezvouz")
-    assertEquals(s7, 2, "a part the suite does not have")
-    assert(e7.contains("'rendezvouz'") && e7.contains("16 to 16"), e7)
-    val (s8, e8) = run("bench", "race", "--fork-plan", "1,2,0.05", "--fork-out", "/dev/null", "--fork-part", "x")
-    assertEquals(s8, 2)
-    assert(e8.contains("'x'") && e8.contains("suite race has no parts"), e8)
-    val (s9, e9) = run("bench", "channels", "--fork-part", "select")
-    assertEquals(s9, 2, "a part without a fork's plan")
-    assert(e9.contains("--fork-plan"), e9)
-    val (s10, e10) = run("bench", "channels", "--parts", "select,rendezvouz")
-    assertEquals(s10, 2)
-    assert(e10.contains("'rendezvouz'") && e10.contains("16 to 16"), e10)
-    val (s11, e11) = run("bench", "race", "--parts", "select")
-    assertEquals(s11, 2)
-    assert(e11.contains("'select'") && e11.contains("no chosen suite has parts"), e11)
+    // each bad command line (what it tests), and what its message must name
+    val cases = Seq(
+      (Seq("channelz"), "an unknown suite", Seq("'channelz'", "future")),
+      (Seq("--jsn", "x"), "an unknown option", Seq("'--jsn'")),
+      (Seq("channelz", "--quick"), "an option after a suite name must not hide the bad name", Seq("'channelz'")),
+      (Seq("channels", "--forks", "0"), "forks out of range", Seq("'0'", "from 1 to 100")),
+      (Seq("channels", "--fork-plan", "1,2,0.05"), "a fork's plan without its output file", Seq("--fork-out")),
+      (Seq("channels", "--fork-plan", "1,two,0.05", "--fork-out", "/dev/null"), "a malformed plan", Seq("'1,two,0.05'")),
+      (Seq("channels", "--fork-plan", "1,2,0.05", "--fork-out", "/dev/null", "--fork-part", "rendezvouz"),
+        "a part the suite does not have", Seq("'rendezvouz'", "16 to 16")),
+      (Seq("race", "--fork-plan", "1,2,0.05", "--fork-out", "/dev/null", "--fork-part", "x"), "a part of a suite without parts",
+        Seq("'x'", "suite race has no parts")),
+      (Seq("channels", "--fork-part", "select"), "a part without a fork's plan", Seq("--fork-plan")),
+      (Seq("channels", "--parts", "select,rendezvouz"), "--parts with a part the suite does not have", Seq("'rendezvouz'", "16 to 16")),
+      (Seq("race", "--parts", "select"), "--parts where no suite has parts", Seq("'select'", "no chosen suite has parts"))
+    )
+    for (args, what, named) <- cases do
+      val (status, err) = run("bench" +: args*)
+      assertEquals(status, 2, what)
+      for n <- named do assert(err.contains(n), s"$what: '$n' not in: $err")
 
   tempDir.test("options may follow the suite names"): dir =>
     val err = ByteArrayOutputStream()
