@@ -157,7 +157,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   /** The spins a parked-to-be rendezvous waiter makes on its word before it parks. */
   private[async] def waitBudget(sender: Boolean): Int =
-    if CarrierOf != null then { if notRunning(if sender then lastReader else lastSender) then 0 else spinBudget() }
+    if CarrierOf != null then { if notRunning(partnerOf(sender)) then 0 else spinBudget() }
     else if (if sender then senderWoke else readerWoke) == Skip then 0 else spinBudget()
 
   /** How many spins a rendezvous wait may make now. */
