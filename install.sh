@@ -67,6 +67,11 @@ readonly LOG_FLAGS=(-Xlog:aot=off:stderr)
 JIT_FLAGS=$(sed -n 's|^// asyncpipe stage-jvm-flags:[[:space:]]*\(.*\)$|\1|p' "$root/project.scala")
 [ -n "$JIT_FLAGS" ] || { echo "install.sh: no '// asyncpipe stage-jvm-flags: ...' line in $root/project.scala" >&2; exit 1; }
 readonly JIT_FLAGS
+# The JIT flags of a command with a TLS address instead, from project.scala's line
+# "// asyncpipe tls-jvm-flags: ..." (C2 kept, and asked for the TLS record layer early).
+TLS_JIT_FLAGS=$(sed -n 's|^// asyncpipe tls-jvm-flags:[[:space:]]*\(.*\)$|\1|p' "$root/project.scala")
+[ -n "$TLS_JIT_FLAGS" ] || { echo "install.sh: no '// asyncpipe tls-jvm-flags: ...' line in $root/project.scala" >&2; exit 1; }
+readonly TLS_JIT_FLAGS
 readonly LAUNCHER_MARK="# asyncpipe launcher, written by asyncpipe's install.sh"
 
 usage() {
@@ -353,12 +358,12 @@ cache=
 [ -f "\$aot" ] && cache=-XX:AOTCache=\$aot
 # Stages and the task runner are short, IO-bound processes, often three to a shell pipeline on
 # shared cores: the C1 compiler alone and the serial collector cost them far less CPU than C2 and
-# G1 (README, "Start-up"). 'bench' keeps the JDK's defaults: it measures steady-state speed; so
-# does a command with a TLS address: AES-GCM's intrinsics are C2's (C1 alone moved 1 GiB 15 times
-# slower).
+# G1 (README, "Start-up"). 'bench' keeps the JDK's defaults: it measures steady-state speed. A
+# command with a TLS address keeps C2 too (AES-GCM's intrinsics are C2's: C1 alone moved 1 GiB 15
+# times slower), and asks it for the TLS record layer early.
 jit='$JIT_FLAGS'
+case "\$*" in *tls:*|*tls-listen:*) jit='$TLS_JIT_FLAGS' ;; esac
 [ "\${1:-}" = bench ] && jit=
-case "\$*" in *tls:*|*tls-listen:*) jit= ;; esac
 set -f # ASYNCPIPE_JAVA_OPTS and jit are split, not globbed
 # shellcheck disable=SC2086
 exec "\$java" \${cache:+"\$cache"}$flags \$jit \${ASYNCPIPE_JAVA_OPTS:-} -cp "\$jar" $MAIN_CLASS "\$@"

@@ -32,6 +32,12 @@
 // stages and the task runner are short IO-bound processes, often three to a pipeline on shared
 // cores, and C1 alone with the serial collector costs them far less CPU than C2 and G1.
 // asyncpipe stage-jvm-flags: -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+// JVM flags the launcher adds instead for a command with a TLS address (install.sh and BuildInfo
+// read this line): such a command keeps C2, whose AES-GCM intrinsics are its speed, and C2 is
+// asked to compile the TLS record layer and the JDK's ciphers after a tenth of the usual calls,
+// since until it has, each record is sealed in Java code (1 GiB between two asyncpipe processes:
+// 2.95-3.14 s without, 2.57-2.73 s with; doc/adr/0024).
+// asyncpipe tls-jvm-flags: -XX:CompileCommand=quiet -XX:CompileCommand=CompileThresholdScaling,sun.security.ssl.*::*,0.1 -XX:CompileCommand=CompileThresholdScaling,com.sun.crypto.provider.*::*,0.1
 // A Kafka broker for the tests and the bench (KRaft, one node), on a classpath of its own, never the
 // tests' (it brings Scala 2.13): the broker, its tools (console producer and consumer, perf tests)
 // and a logging binding, so that a broker that fails says why (build.mill reads this line).

@@ -29,10 +29,10 @@ private[bench] object Processes:
     case other => other
 
   /** `asyncpipe` as the launcher runs a command line with a TLS address: the JDK's JIT and GC
-    * (C2's AES-GCM intrinsics), none of the stage flags.
+    * (C2's AES-GCM intrinsics) with project.scala's tls-jvm-flags, none of the stage flags.
     */
   lazy val asyncpipeTls: String =
-    command(ownOptions.filterNot(a => a.startsWith("-agentlib") || a.startsWith("-javaagent")))
+    command(ownOptions.filterNot(a => a.startsWith("-agentlib") || a.startsWith("-javaagent")) ++ BuildInfo.tlsJvmFlags)
 
   /** This JVM's own options, as it was started with them. */
   def ownOptions: Seq[String] = ManagementFactory.getRuntimeMXBean.getInputArguments.asScala.toSeq

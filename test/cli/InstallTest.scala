@@ -89,6 +89,16 @@ class InstallTest extends munit.FunSuite:
       val (version, versionClasses) = classesLoaded("--version")
       assertEquals(version.exitCode, 0, version.err.text())
       assertEquals(versionClasses.filter(_.contains("org.apache.kafka")), Nil)
+      // The JIT flags the launcher gives: C1 alone for a stage, C2 with the TLS flags for a
+      // command with a TLS address (nothing listens on port 1: exit 1), the JDK's for bench.
+      def jitFlags(args: String*): Seq[String] =
+        val r = os.proc(launcher, args).call(stdin = "", stderr = os.Pipe, check = false,
+          env = Map("ASYNCPIPE_JAVA_OPTS" -> "-XX:+PrintCommandLineFlags"))
+        r.err.text().linesIterator.next().split(' ').toSeq
+          .filter(f => f.startsWith("-XX:TieredStopAtLevel") || f.startsWith("-XX:CompileCommand="))
+      assertEquals(jitFlags("file:/dev/null", "-"), Seq("-XX:TieredStopAtLevel=1"))
+      assertEquals(jitFlags("file:/dev/null", "tls:127.0.0.1:1"), BuildInfo.tlsJvmFlags.filter(_.startsWith("-XX:CompileCommand=")))
+      assertEquals(jitFlags("bench", "--help"), Nil)
       // Out of file descriptors, the installed launcher (whose classes come from the AOT
       // cache, the jar opened only for others) reported a NoClassDefFoundError, not the reason.
       val inputs = (1 to 80).map { i => val f = tmp / s"in$i"; os.write(f, s"$i\n"); s"--in file:$f" }.mkString(" ")
