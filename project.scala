@@ -36,7 +36,7 @@
 // read this line): such a command keeps C2, whose AES-GCM intrinsics are its speed, and C2 is
 // asked to compile the TLS record layer and the JDK's ciphers after a tenth of the usual calls,
 // since until it has, each record is sealed in Java code (1 GiB between two asyncpipe processes:
-// 2.95-3.14 s without, 2.57-2.73 s with; doc/adr/0024).
+// medians of 3.05 s without, 2.74 s with; doc/adr/0024).
 // asyncpipe tls-jvm-flags: -XX:CompileCommand=quiet -XX:CompileCommand=CompileThresholdScaling,sun.security.ssl.*::*,0.1 -XX:CompileCommand=CompileThresholdScaling,com.sun.crypto.provider.*::*,0.1
 // A Kafka broker for the tests and the bench (KRaft, one node), on a classpath of its own, never the
 // tests' (it brings Scala 2.13): the broker, its tools (console producer and consumer, perf tests)
