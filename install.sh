@@ -61,16 +61,21 @@ readonly RUNTIME_FLAGS
 # the AOT cache's own complaints (a cache that no longer fits, e.g. after a JDK update, is skipped
 # and only costs start-up time).
 readonly LOG_FLAGS=(-Xlog:aot=off:stderr)
+# The words of project.scala's line "// asyncpipe NAME: ..." (install.sh stops if it has none).
+project_line() {
+  local words
+  words=$(sed -n "s|^// asyncpipe $1:[[:space:]]*\(.*\)\$|\1|p" "$root/project.scala")
+  [ -n "$words" ] || { echo "install.sh: no '// asyncpipe $1: ...' line in $root/project.scala" >&2; return 1; }
+  printf '%s\n' "$words"
+}
 # JIT and GC flags of every verb but `bench` (see the launcher's comment), from project.scala's line
 # "// asyncpipe stage-jvm-flags: ...". They do not shape the AOT cache: a cache trained without
 # them is used with them.
-JIT_FLAGS=$(sed -n 's|^// asyncpipe stage-jvm-flags:[[:space:]]*\(.*\)$|\1|p' "$root/project.scala")
-[ -n "$JIT_FLAGS" ] || { echo "install.sh: no '// asyncpipe stage-jvm-flags: ...' line in $root/project.scala" >&2; exit 1; }
+JIT_FLAGS=$(project_line stage-jvm-flags)
 readonly JIT_FLAGS
-# The JIT flags of a command with a TLS address instead, from project.scala's line
-# "// asyncpipe tls-jvm-flags: ..." (C2 kept, and asked for the TLS record layer early).
-TLS_JIT_FLAGS=$(sed -n 's|^// asyncpipe tls-jvm-flags:[[:space:]]*\(.*\)$|\1|p' "$root/project.scala")
-[ -n "$TLS_JIT_FLAGS" ] || { echo "install.sh: no '// asyncpipe tls-jvm-flags: ...' line in $root/project.scala" >&2; exit 1; }
+# The JIT flags of a command with a TLS address instead (C2 kept, and asked for the TLS record
+# layer early), from the line "// asyncpipe tls-jvm-flags: ...".
+TLS_JIT_FLAGS=$(project_line tls-jvm-flags)
 readonly TLS_JIT_FLAGS
 readonly LAUNCHER_MARK="# asyncpipe launcher, written by asyncpipe's install.sh"
 
