@@ -36,7 +36,7 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
 
   def counters: (Int, Int, Int) =
     val c = get
-    (c >>> PointersShift, (c >>> ProcessedShift) & 63, c & 63)
+    (c >>> PointersShift, (c >>> ProcessedShift) & FieldMask, c & FieldMask)
 
   def markProcessed(n: Int): Unit = addAndGet(-n * OneProcessed)
   def tryIncPointers(): Boolean =
@@ -88,13 +88,16 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
     s"#$id(p=$p np=$np ni=$ni${if isRemoved then " removed" else ""})"
 
 private[async] object Segment:
-  // The segment's int: [0,6) cells not interrupted, [6,12) cells not processed by expandBuffer
-  // (finite buffered channels only), [12,32) pointers (references among sendSegment,
+  // The segment's int: [0,9) cells not interrupted, [9,18) cells not processed by expandBuffer
+  // (finite buffered channels only), [18,32) pointers (references among sendSegment,
   // receiveSegment, bufferEndSegment). Zero means logically removed.
-  private final val ProcessedShift = 6
-  private final val PointersShift = 12
+  private final val ProcessedShift = 9
+  private final val PointersShift = 18
   private final val OneProcessed = 1 << ProcessedShift
   private final val OnePointer = 1 << PointersShift
+  /** A field of the segment's int: up to SegmentSize, which must fit. */
+  private final val FieldMask = OneProcessed - 1
+  require(SegmentSize <= FieldMask, s"SegmentSize $SegmentSize does not fit the segment's counter fields")
 
   private val SegmentNext: VarHandle =
     MethodHandles.privateLookupIn(classOf[Segment], MethodHandles.lookup()).findVarHandle(classOf[Segment], "next", classOf[Segment])

@@ -9,9 +9,9 @@ import ChannelBehaviour.*
 import ChannelKind.*
 
 /** Channels, deterministically: every behaviour of the facade (`Channel.scala`) on every kind of
-  * channel, around the segment boundary (32 cells) too: order, blocking per kind, trySend /
-  * tryRead, close, cancellation and interrupts, `uninterruptible`, `canRead` as a source (poll,
-  * await, races, `either`, nested races, filters), and small many-senders / many-readers runs.
+  * channel, around the segment boundary (`SegmentSize` cells) too: order, blocking per kind,
+  * trySend / tryRead, close, cancellation and interrupts, `uninterruptible`, `canRead` as a source
+  * (poll, await, races, `either`, nested races, filters), and small many-senders / many-readers runs.
   * Each test orders its threads with latches, joins and "parked in the channel" checks, never
   * with sleeps; every wait is bounded. Heavy concurrency lives in the stress suite.
   */
@@ -175,11 +175,11 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
   // Order (behaviour 1)
 
   for kind <- kinds do
-    test(s"$kind: 100 values from one sender are read in the order sent, across segments"):
+    val n = 2 * SegmentChannel.SegmentSize + 5 // three segments
+    test(s"$kind: $n values from one sender are read in the order sent, across segments"):
       val ch = kind.make[Int]()
-      val n = 100
       Async.blocking:
-        val sender = start("the sender of 0..99")((0 until n).foreach(ch.send(_)))
+        val sender = start(s"the sender of 0..${n - 1}")((0 until n).foreach(ch.send(_)))
         val reader = start("the reader")(Vector.fill(n)(ch.read()))
         assertEquals(reader.result, Success((0 until n).toVector.map(Success(_))), dumpOf(ch))
         assertEquals(sender.result, Success(()))
@@ -715,7 +715,7 @@ abstract class ChannelBehaviour(runtime: Runtime) extends munit.FunSuite, Watchd
       case Race    => "a race of two channels' canRead"
 
   /** The kinds of these tests: every kind, with 4 as well (the channel). */
-  private val cancelKinds = List(Rendezvous, Buffered(1), Buffered(2), Buffered(4), Buffered(31), Buffered(33), Unbounded)
+  private val cancelKinds = List(Rendezvous, Buffered(1), Buffered(2), Buffered(4), Buffered(SegmentChannel.SegmentSize - 1), Buffered(SegmentChannel.SegmentSize + 1), Unbounded)
   private val CancelRounds = 4
   private val CancelledWaiters = 300
 

@@ -39,7 +39,8 @@ import ChannelStress.{Factor, kindName, make, safeDump, seedFrom, segment}
   * `Channel.canSend`), and the model keeps it as a buffered value.
   * Without contention nothing may fail spuriously, so the model is exact, except for which of
   * several waiting listeners a value goes to (the facade does not promise reader order).
-  * Kinds: rendezvous, buffered 1, 2, 3, 31, 32, 33, 64 (around the segment size of 32) and
+  * Kinds: rendezvous, buffered 1, 2, 3, and one short of the segment size, the segment size, one
+  * past it and twice it, and
   * unbounded; 300 sequences each (100 with send branches; times `ASYNCPIPE_STRESS`), one in ten
   * up to 2,000 operations long so that failed tries and cancelled listeners cross many segments.
   *
@@ -64,7 +65,8 @@ class ChannelModelCheck extends munit.FunSuite, Watchdog:
   // Lincheck's first check instruments every class it meets: slow on a loaded two-core machine
   override def watchdog = scala.concurrent.duration.Duration(120L * Factor, TimeUnit.SECONDS)
   override def munitTimeout = watchdog + scala.concurrent.duration.Duration(10, TimeUnit.SECONDS)
-  private val Kinds = Seq(0, 1, 2, 3, 31, 32, 33, 64, SegmentChannel.Unbounded)
+  private val Kinds = Seq(0, 1, 2, 3, SegmentChannel.SegmentSize - 1, SegmentChannel.SegmentSize,
+    SegmentChannel.SegmentSize + 1, 2 * SegmentChannel.SegmentSize, SegmentChannel.Unbounded)
 
   for cap <- Kinds do
     test(s"differential: ${kindName(cap)} agrees with a sequential model on random operation sequences"):

@@ -12,8 +12,8 @@ class ChannelQuickCheck extends munit.FunSuite:
     "rendezvous" -> (() => SyncChannel[Long]()),
     "buffered(1)" -> (() => BufferedChannel[Long](1)),
     "buffered(2)" -> (() => BufferedChannel[Long](2)),
-    "buffered(31)" -> (() => BufferedChannel[Long](31)),
-    "buffered(33)" -> (() => BufferedChannel[Long](33)),
+    s"buffered(${SegmentChannel.SegmentSize - 1})" -> (() => BufferedChannel[Long](SegmentChannel.SegmentSize - 1)),
+    s"buffered(${SegmentChannel.SegmentSize + 1})" -> (() => BufferedChannel[Long](SegmentChannel.SegmentSize + 1)),
     "unbounded" -> (() => UnboundedChannel[Long]()))
 
   for (name, make) <- kinds do

@@ -14,9 +14,9 @@ import Support.*
 /** Channel stress under random cancellation, and the memory a cancelled waiter leaves behind.
   *
   * ==Exactly-once under cancellation==
-  * For each kind (rendezvous, buffered 1, 2, 31, 33 — one short of a segment and one past it —
-  * and unbounded) and each way of reading, `N` senders each send an increasing sequence of
-  * tagged values `(sender, seq)` while `M` readers read, and a canceller cancels the senders'
+  * For each kind (rendezvous, buffered 1, 2, `SegmentSize` - 1 and + 1 (one short of a segment
+  * and one past it), and unbounded) and each way of reading, `N` senders each send an increasing
+  * sequence of tagged values `(sender, seq)` while `M` readers read, and a canceller cancels the senders'
   * and readers' futures at random, mostly while they are blocked in the channel. A cancelled
   * actor carries on in a new future. When every sender has decided every value, the channels
   * are closed and drained. Then:
@@ -66,7 +66,7 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
   // ---------------------------------------------------------------------------------------------
   // Exactly-once under cancellation
 
-  private val Kinds = Seq(0, 1, 2, 31, 33, SegmentChannel.Unbounded)
+  private val Kinds = Seq(0, 1, 2, SegmentChannel.SegmentSize - 1, SegmentChannel.SegmentSize + 1, SegmentChannel.Unbounded)
 
   for (mode, plan) <- Seq(
       ReadMode.Read -> Plan(senders = 3, readers = 2, perSender = 4000 * Factor, channels = 1),
@@ -371,7 +371,7 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
   // ---------------------------------------------------------------------------------------------
   // A cancel decides a parked operation (issue 35, item 9; doc/adr/0006)
 
-  private val DecidedKinds = Seq(0, 1, 2, 4, 31, 33, SegmentChannel.Unbounded)
+  private val DecidedKinds = Seq(0, 1, 2, 4, SegmentChannel.SegmentSize - 1, SegmentChannel.SegmentSize + 1, SegmentChannel.Unbounded)
   private val DecidedRounds = 6 * Factor
   private val DecidedParties = 64
 
