@@ -41,7 +41,7 @@ object Async:
 
     /** The ready value, if any, taken by an accepting listener (on a channel this reads). */
     def poll(): Option[T] =
-      val k = Taker[T]()
+      val k = Listener.Taker[T]()
       if poll(k) then Some(k.value) else None
 
     /** A source of `f` applied to this one's values; it registers through, consuming nothing itself. */
@@ -176,7 +176,7 @@ object Async:
     * (by the waiting thread when interrupted, or by its future's `cancel()`, with the same
     * compare-and-set from 0 that an offer uses: whichever comes first decides).
     */
-  private final class Awaiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger(0) with Listener[T] with CancellableWait:
+  private final class Awaiter[T](thread: Thread, runtime: Runtime) extends AtomicInteger() with Listener[T] with CancellableWait: // 0 (see OneShot)
     var value: T = null.asInstanceOf[T]
     def apply(v: T): Boolean =
       if compareAndSet(0, 1) then
@@ -238,11 +238,6 @@ object Async:
       finally if owner != null then owner.endWait()
     if heldInterrupt then Thread.currentThread.interrupt()
     waiter.value
-
-  /** Accepts whatever is offered: the listener of `poll()`. */
-  private final class Taker[T] extends Listener[T]:
-    var value: T = null.asInstanceOf[T]
-    def apply(v: T): Boolean = { value = v; true }
 
   // ---------------------------------------------------------------------------------------------
   // Scopes

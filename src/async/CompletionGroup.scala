@@ -33,7 +33,7 @@ private[async] object Ends:
   */
 final class CompletionGroup extends Cancellable with Ends:
   private val members = ConcurrentHashMap.newKeySet[Cancellable]()
-  @volatile private var cancelled = false
+  @volatile private var cancelled: Boolean = compiletime.uninitialized // false (see OneShot)
 
   def isCancelled: Boolean = cancelled
 

@@ -176,8 +176,8 @@ private final class TransformFuture[T, U](f: Try[T] => Try[U]) extends CoreFutur
     true
 
 private final class ZipFuture[A, B](fa: Future[A], fb: Future[B]) extends CoreFuture[(A, B)](null):
-  @volatile private var left: Try[A] | Null = null
-  @volatile private var right: Try[B] | Null = null
+  @volatile private var left: Try[A] | Null = compiletime.uninitialized // null until fa ends (see OneShot)
+  @volatile private var right: Try[B] | Null = compiletime.uninitialized // null until fb ends
   private def settle(): Unit =
     (left, right) match
       case (Failure(e), _)                   => completeWith(Failure(e))
@@ -226,11 +226,12 @@ private[async] final class RunnableFuture[T](body: Async ?=> T, parent: Async)
     extends CoreFuture[T](null) with Runnable with Async with Ends:
   import RunnableFuture.*
 
-  @volatile private var thread: Thread | Null = null
-  @volatile private var ctl: Int = 0
-  @volatile private var children: CompletionGroup | Null = null
+  // null, 0, null, null at first: left unwritten (see OneShot)
+  @volatile private var thread: Thread | Null = compiletime.uninitialized
+  @volatile private var ctl: Int = compiletime.uninitialized
+  @volatile private var children: CompletionGroup | Null = compiletime.uninitialized
   /** The wait the body is in, if any, for `cancel` to decide (see [[beginWait]]). */
-  @volatile private var waiting: CancellableWait | Null = null
+  @volatile private var waiting: CancellableWait | Null = compiletime.uninitialized
   private var ended = false // guarded by `synchronized`, with the making of `children`
 
   def runtime: Runtime = parent.runtime

@@ -34,6 +34,14 @@ object Listener:
     * forwarders (a race over a mapped channel read registers a forwarder of a forwarder) and ends
     * at the waiting listener, compared by identity.
     */
+  /** The listener of a poll: takes every value it is offered and keeps it, nothing else. Since its
+    * answer is yes before it is asked, a source may complete its operation first and tell it after
+    * (a channel's send branch then sends as `trySend` does). A poll offers at most one value.
+    */
+  private[async] final class Taker[T] extends Listener[T]:
+    var value: T = null.asInstanceOf[T]
+    def apply(v: T): Boolean = { value = v; true }
+
   private[async] abstract class Forwarder[-T, U](val inner: Listener[U], val source: AnyRef) extends Listener[T]:
     override def isDone: Boolean = inner.isDone
     override def equals(that: Any): Boolean = that match

@@ -16,8 +16,13 @@ import java.util.concurrent.atomic.AtomicReference
   * completing thread (no executor hop). `dropListener` swaps the word for one without the
   * listener (compared with `==`, which lets derived sources drop by an equal forwarder).
   */
-private[async] abstract class OneShot[T](initial: AnyRef | Null) extends AtomicReference[AnyRef | Null](initial):
+private[async] abstract class OneShot[T](initial: AnyRef | Null) extends AtomicReference[AnyRef | Null]():
   import OneShot.*
+
+  // The JVM's zero value (null: pending) is not written: a volatile write in a constructor costs
+  // a full fence, in every future, promise and timer made. The same rule holds for every object
+  // the library makes per operation (waiters, the awaiting listener, a send branch).
+  if initial != null then set(initial)
 
   final def hasValue: Boolean = isValue(get)
 

@@ -15,7 +15,7 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
   import Segment.*
 
   private val cells = AtomicReferenceArray[AnyRef](SegmentSize)
-  @volatile var next: Segment | Null = null
+  @volatile var next: Segment | Null = compiletime.uninitialized // null: the tail
   @volatile var prev: Segment | Null = prev0
 
   inline def cell(i: Int): AnyRef | Null = cells.get(i)

@@ -675,6 +675,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
         if isValue(state) then
           val took = offerValue(k, hinted, i, r, state.nn)
           if took != Retry then return took == Took
+        // and of an empty one: no sender has written the head (it notifies when it does), which
+        // is all the slow path below would find too, once it had read S, unless closed
+        else if (state == null || (state eq IN_BUFFER)) && r < closedAt then return false
       val s = sendersAndClosed & CounterMask
       if r >= closedAt then return k(Failure(closedException())) // closed and drained
       if r >= s then return false // nothing sent that no reader has claimed
@@ -796,11 +799,24 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   def canSend(x: T): Async.Source[Try[Unit]] = SendBranch(encode(x))
 
   private final class SendBranch(v: AnyRef) extends SelectSender.Branch with Async.OriginalSource[Try[Unit]]:
-    def poll(k: Listener[Try[Unit]]): Boolean = sendBranch(v, k, null)
+    def poll(k: Listener[Try[Unit]]): Boolean = k match
+      case _: Listener.Taker[?] => takerSend(v, k)
+      case _                    => sendBranch(v, k, null)
     def onComplete(k: Listener[Try[Unit]]): Unit = sendBranch(v, k, this)
     def dropListener(k: Listener[Try[Unit]]): Unit =
       val w = take(k)
       if w != null then w.abandon()
+
+  /** A send branch polled by a [[Listener.Taker]] (a select's first look, `poll()`): since the
+    * taker says yes to any offer, this is `trySend`, with the taker told after, on the send's own
+    * path (a branch's cell held while `k` decides costs a second atomic step and a longer path:
+    * in a select loop over a busy channel, twice a plain send's time).
+    */
+  private def takerSend(v: AnyRef, k: Listener[Try[Unit]]): Boolean =
+    doSend(v, null) match
+      case Outcome.FoundClosed => k(Failure(closedException()))
+      case Outcome.NotSent     => false
+      case _                   => k(SelectSender.Sent)
 
   /** A send branch offers its value: `k` is asked first wherever the send can complete without
     * waiting (a buffer cell, a reader that has taken the index, a reader spinning or parked in

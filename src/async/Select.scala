@@ -37,14 +37,18 @@ private[async] object Select:
   /** A select first polls its branches in order, as the race it awaits would (`Async.race`'s poll
     * is the first ready source, in order), with one listener that takes what it is offered: when a
     * branch is ready, as in a busy loop, that is all, and nothing else is made (no race, mapped
-    * sources, forwarders or waiter). Only when none is ready does it await the race of them all,
-    * whose registration with every branch looks at each again.
+    * sources, forwarders or waiter). Only when none is ready, and none again after a yield
+    * ([[yieldOnce]]), does it await the race of them all, whose registration with every branch
+    * looks at each again.
     */
   def select[R](branches: Seq[SelectCase[R]])(using async: Async): R =
     try
       Async.checkCancelled(async, "awaiting") // as the await would, before taking anything
-      val taker = PollTaker()
-      val ready = firstReady(branches, taker)
+      val taker = Listener.Taker[Any]()
+      var ready = firstReady(branches, taker)
+      if ready == null then
+        yieldOnce(async)
+        ready = firstReady(branches, taker)
       if ready != null then return ready.run(taker.value)
       Async.awaitWith(async, Async.race(branches.map(_.runs)*), pollFirst = false)() // all were polled just now
     finally cancelTimers(branches)
@@ -58,10 +62,14 @@ private[async] object Select:
       select(Vector(SelectCase(sa, ha), SelectCase(sb, hb)))
     else
       Async.checkCancelled(async, "awaiting")
-      val taker = PollTaker()
+      val taker = Listener.Taker[Any]()
       if sa.poll(taker) then ha(taker.value)
       else if sb.poll(taker) then hb(taker.value)
-      else Async.awaitWith(async, Either2(sa, ha, sb, hb), pollFirst = false)() // both were polled just now
+      else
+        yieldOnce(async)
+        if sa.poll(taker) then ha(taker.value)
+        else if sb.poll(taker) then hb(taker.value)
+        else Async.awaitWith(async, Either2(sa, ha, sb, hb), pollFirst = false)() // both were polled just now
 
   /** What `select2` awaits when neither branch was ready: the race of the two branches mapped to
     * their handlers' runs (`Async.race(a.runs, b.runs)`), in one object with one forwarder per
@@ -102,8 +110,20 @@ private[async] object Select:
       sa.dropListener(Forward(k, true))
       sb.dropListener(Forward(k, false))
 
+  /** What a select that found no branch ready does before it looks again, and only then waits:
+    * gives its carrier to whoever is ready to run (`Thread.yield()`), as a partner that would make
+    * a branch ready often is, on two carriers shared by more threads. Waiting costs a select far
+    * more than a plain read or send (a listener on each branch, a send branch's cell that the
+    * readers then pass, the losing branch's removal); with the yield, `bench channels`' select
+    * waited in about a third as many rounds and moved 7-10 % more values (doc/adr/0028). The
+    * scope's cancel, if it came meanwhile, ends the select before anything is taken.
+    */
+  private def yieldOnce(async: Async): Unit =
+    Thread.`yield`()
+    Async.checkCancelled(async, "awaiting")
+
   /** Polls the branches in order until one takes a value into `taker`: that branch, or null. */
-  private def firstReady[R](branches: Seq[SelectCase[R]], taker: PollTaker): SelectCase[R] | Null =
+  private def firstReady[R](branches: Seq[SelectCase[R]], taker: Listener.Taker[Any]): SelectCase[R] | Null =
     val n = branches.length
     var i = 0
     while i < n do
@@ -122,7 +142,7 @@ private[async] object Select:
 
   def selectNow[R](branches: Seq[SelectCase[R]], otherwise: => R): R =
     try
-      val taker = PollTaker()
+      val taker = Listener.Taker[Any]()
       val ready = firstReady(branches, taker)
       if ready != null then ready.run(taker.value) else otherwise
     finally cancelTimers(branches)
@@ -131,13 +151,6 @@ private[async] object Select:
     val wrapped = branches.map(b => SelectCase[Option[R]](b.source, v => Some(b.run(v))))
     try select(wrapped :+ Async.after(limit).handle(_ => Option.empty[R]))
     finally cancelTimers(branches)
-
-  /** The listener of a select's polls: takes whatever it is offered (a poll offers at most one
-    * value that it then reports taken; of a select's polls, the first that takes ends them).
-    */
-  private final class PollTaker extends Listener[Any]:
-    var value: Any = null
-    def apply(v: Any): Boolean = { value = v; true }
 
   /** A select's own timer (`Async.after`) that lost leaves the scheduler now (one that rang is not
     * changed by a cancel).

@@ -74,20 +74,33 @@ private[async] object SelectSender:
   val Sent: Try[Unit] = Success(())
 
   /** The waiters a `canSend` source has parked for its registered listeners, so that
-    * `dropListener` finds them. Usually none or one: an immutable list swapped by CAS.
+    * `dropListener` finds them. Usually none or one: an immutable list swapped by CAS, null while
+    * empty. Null rather than `Nil`, and a field of its own rather than an `AtomicReference` base:
+    * a `canSend` made for a select that then polls is never registered, and a volatile field
+    * written in its constructor would cost a full fence in every such select.
     */
-  private[async] abstract class Branch extends java.util.concurrent.atomic.AtomicReference[List[SelectSender]](Nil):
+  private[async] abstract class Branch:
+    @volatile private[async] var parked: List[SelectSender] | Null = compiletime.uninitialized
+
+    private def swap(from: List[SelectSender] | Null, to: List[SelectSender]): Boolean =
+      Parked.compareAndSet(this, from, if to.isEmpty then null else to)
+
     def remember(w: SelectSender): Unit =
-      var l = get
-      while !compareAndSet(l, w :: l) do l = get
+      var l = parked
+      while !swap(l, w :: (if l == null then Nil else l)) do l = parked
     def forget(w: SelectSender): Unit =
-      var l = get
-      while l.exists(_ eq w) && !compareAndSet(l, l.filterNot(_ eq w)) do l = get
+      var l = parked
+      while l != null && l.exists(_ eq w) && !swap(l, l.filterNot(_ eq w)) do l = parked
     /** The waiter registered for a listener equal to `k`, removed from the list; null if none. */
     def take(k: Listener[Try[Unit]]): SelectSender | Null =
       while true do
-        val l = get
+        val l = parked
+        if l == null then return null
         l.find(_.k == k) match
           case None => return null
-          case Some(w) => if compareAndSet(l, l.filterNot(_ eq w)) then return w
+          case Some(w) => if swap(l, l.filterNot(_ eq w)) then return w
       null
+
+  private val Parked: java.lang.invoke.VarHandle =
+    java.lang.invoke.MethodHandles.privateLookupIn(classOf[Branch], java.lang.invoke.MethodHandles.lookup())
+      .findVarHandle(classOf[Branch], "parked", classOf[List[?]])

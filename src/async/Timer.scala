@@ -20,7 +20,7 @@ type TimerRang = Boolean
   */
 class StartableTimer(val millis: Long) extends OneShot[TimerRang](null) with Async.OriginalSource[TimerRang] with Cancellable with Runnable:
   require(millis >= 0, s"timer delay was $millis ms, must be >= 0")
-  @volatile private var scheduled: ScheduledFuture[?] | Null = null
+  @volatile private var scheduled: ScheduledFuture[?] | Null = compiletime.uninitialized // null (see OneShot)
 
   /** A timer of `delay`, rounded up to whole milliseconds. */
   def this(delay: FiniteDuration) = this(millisOf(delay, "timer delay"))

@@ -23,7 +23,7 @@ import SegmentChannel.{settleCancelled, spinWait}
 private[async] class Waiter(thread: Thread | Null, val payload: AnyRef | Null, runtime: Runtime | Null) extends CancellableWait:
   import Waiter.*
 
-  @volatile var data: AnyRef | Null = null
+  @volatile var data: AnyRef | Null = compiletime.uninitialized // null: waiting (not written here: see OneShot)
   def isSender: Boolean = payload != null
 
   def tryResume(v: AnyRef): Boolean =
@@ -82,7 +82,7 @@ private[async] class Waiter(thread: Thread | Null, val payload: AnyRef | Null, r
     if owner != null then owner.endWait()
 
   /** Set (then a full fence) by the waiter just before it parks: a resumer unparks only then. */
-  @volatile var parking: Boolean = false
+  @volatile var parking: Boolean = compiletime.uninitialized // false
   /** Set by the resumer (the thread that won `data`) when its resume unparked us: read only by
     * that thread, right after, as a hint for its own next wait (see `SegmentChannel.woke`). */
   var unparked: Boolean = false
