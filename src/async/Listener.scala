@@ -28,12 +28,6 @@ object Listener:
     case f: Forwarder[?, ?] => last(f.inner)
     case _                  => k
 
-  /** A listener forwarding to `inner` after a transformation; it equals every other forwarder of
-    * an equal `inner` and the same `source`, so `dropListener(k)` on a derived source can find
-    * what `onComplete(k)` registered without keeping a table. Equality recurses through nested
-    * forwarders (a race over a mapped channel read registers a forwarder of a forwarder) and ends
-    * at the waiting listener, compared by identity.
-    */
   /** The listener of a poll: takes every value it is offered and keeps it, nothing else. Since its
     * answer is yes before it is asked, a source may complete its operation first and tell it after
     * (a channel's send branch then sends as `trySend` does). A poll offers at most one value.
@@ -42,6 +36,12 @@ object Listener:
     var value: T = null.asInstanceOf[T]
     def apply(v: T): Boolean = { value = v; true }
 
+  /** A listener forwarding to `inner` after a transformation; it equals every other forwarder of
+    * an equal `inner` and the same `source`, so `dropListener(k)` on a derived source can find
+    * what `onComplete(k)` registered without keeping a table. Equality recurses through nested
+    * forwarders (a race over a mapped channel read registers a forwarder of a forwarder) and ends
+    * at the waiting listener, compared by identity.
+    */
   private[async] abstract class Forwarder[-T, U](val inner: Listener[U], val source: AnyRef) extends Listener[T]:
     override def isDone: Boolean = inner.isDone
     override def equals(that: Any): Boolean = that match
