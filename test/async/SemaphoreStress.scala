@@ -12,11 +12,12 @@ import ChannelStress.{Factor, seedFrom}
 
 /** Semaphore stress: exactly once under races and random cancels (issue 40).
   *
-  * Four actors each take permits `Rounds` times (more, while a branch has not won yet) from two semaphores, `a` (2 permits) and `b` (1),
-  * mostly through `Async.race` of `a.acquireSource`, `b.acquireSource` and a channel's `canRead`
-  * (fed by a sender without end), hold what they won (sometimes across a `sleep(0)`, where a cancel
-  * may end them holding it: their `finally` gives it back) and release it; a canceller cancels the
-  * actors' futures at random, mostly while they wait. A cancelled actor carries on in a new future.
+  * Four actors each take permits `Rounds` times (more while a branch has not won yet) from two
+  * semaphores, `a` (2 permits) and `b` (1), mostly through `Async.race` of `a.acquireSource`,
+  * `b.acquireSource` and a channel's `canRead` (fed by a sender without end), hold what they won
+  * (sometimes across a `sleep(0)`, where a cancel may end them holding it: their `finally` gives it
+  * back) and release it; a canceller cancels the actors' futures at random, mostly while they wait.
+  * A cancelled actor carries on in a new future.
   * Then:
   *   - no more than `permits` actors ever held a permit of one semaphore at once (a permit taken
   *     twice), and no release was refused (more releases than acquires: a permit handed twice);
