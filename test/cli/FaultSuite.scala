@@ -152,12 +152,7 @@ object FaultSuite:
     * ignored, as `nohup` asks): a shell that starts the tests in the background may ignore SIGINT.
     */
   lazy val usableSignals: Seq[Sig] =
-    val p = ProcessBuilder("grep", "SigIgn", "/proc/self/status").redirectErrorStream(true).start()
-    val text = String(p.getInputStream.readAllBytes(), US_ASCII)
-    p.waitFor(10, TimeUnit.SECONDS)
-    val mask = Try(java.lang.Long.parseUnsignedLong(text.trim.split("\\s+").last, 16)).getOrElse(0L)
-    val number = Map(Sig.HUP -> 1, Sig.INT -> 2, Sig.TERM -> 15)
-    val usable = Sig.values.toSeq.filter(s => (mask & (1L << (number(s) - 1))) == 0)
+    val usable = Sig.values.toSeq.filterNot(s => Launch.ignoredSignals.contains(s.toString))
     if usable.size < Sig.values.length then
       println(s"FaultSuite: this JVM's children ignore ${Sig.values.filterNot(usable.contains).mkString(", ")}: not sent")
     usable

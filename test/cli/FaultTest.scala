@@ -106,7 +106,7 @@ class FaultTest extends munit.FunSuite with Watchdog:
       val procs = ProcessBuilder.startPipeline(builders.asJava).asScala.toSeq
       env.adopt(procs*)
       Support.eventually("the copy to be under way", Slow) { os.exists(out) && os.size(out) > 100_000 }
-      os.proc("kill", "-TERM", procs(1).pid.toString, procs(0).pid.toString).call(check = false)
+      Launch.signal("TERM", procs(1).pid, procs(0).pid)
       for (p, i) <- procs.zipWithIndex do
         assertEquals(exitOf(p, s"stage ${i + 1}", Slow), ExitCode.Terminated, s"round $round, stage ${i + 1}: ${os.read(env.dir / s"err$round-$i")}")
       assertWholePrefix("lines", os.read.bytes(out), input, complete = false)

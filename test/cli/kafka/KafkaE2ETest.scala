@@ -1,5 +1,6 @@
 package asyncpipe.cli.kafka
 
+import asyncpipe.cli.Launch
 import asyncpipe.cli.command.ExitCode
 import asyncpipe.cli.stages.FollowTest
 import asyncpipe.async.{Support, Watchdog}
@@ -173,6 +174,7 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     (1 to 20_000).foreach(i => in.write(text(s"t$i\n")))
     in.flush()
     Support.eventually("the first records in the topic", bound = 30_000) { broker.endOffsets("term").values.sum > 0 }
+    Launch.assertDeliverable("TERM")
     p.destroy() // SIGTERM
     assert(p.waitFor(30, TimeUnit.SECONDS), "the sink did not end after SIGTERM")
     assertEquals(p.exitValue, 143, String(p.getErrorStream.readAllBytes, UTF_8))
@@ -231,6 +233,7 @@ class KafkaE2ETest extends munit.FunSuite with WithKafkaBroker with Watchdog:
     val out = os.temp(prefix = "asyncpipe-kafka-term-")
     val p = ProcessBuilder(ap(k("g-term", "group=g2"), s"file:$out")*).redirectError(Redirect.PIPE).start()
     Support.eventually("the first lines in the file", bound = 30_000) { os.size(out) > 0 }
+    Launch.assertDeliverable("TERM")
     p.destroy() // SIGTERM
     assert(p.waitFor(30, TimeUnit.SECONDS), "the source did not end after SIGTERM")
     assertEquals(p.exitValue, 143, String(p.getErrorStream.readAllBytes, UTF_8))

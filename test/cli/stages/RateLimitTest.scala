@@ -43,7 +43,7 @@ class RateLimitTest extends munit.FunSuite:
         .redirectInput(Redirect.from(File("/dev/null"))).redirectOutput(out.toIO).redirectError((dir / "err").toIO).start()
       try
         waitFor("twelve paced frames", Startup)(os.exists(out) && os.read(out).count(_ == '\n') >= 12)
-        os.proc("kill", "-INT", p.pid.toString).call()
+        Launch.signal("INT", p.pid)
         assert(p.waitFor(PromptEnd, java.util.concurrent.TimeUnit.MILLISECONDS), "still running after SIGINT: it waited for the pace")
         assertEquals(p.exitValue, ExitCode.Interrupted, os.read(dir / "err"))
         val text = os.read(out)

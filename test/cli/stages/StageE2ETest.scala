@@ -833,9 +833,7 @@ object StageE2ETest:
     munit.Assertions.assert(p.waitFor(bound, TimeUnit.MILLISECONDS), s"$what: still running after $bound ms")
     p.exitValue
 
-  def kill(signal: String, pid: Long): Unit =
-    val r = os.proc("kill", s"-$signal", pid.toString).call(check = false, stderr = os.Pipe)
-    munit.Assertions.assertEquals(r.exitCode, 0, s"kill -$signal $pid: ${r.err.text()}")
+  def kill(signal: String, pid: Long)(using munit.Location): Unit = Launch.signal(signal, pid)
 
   /** The tool's command line for a shell, every word quoted. */
   def shellCommand(args: String*): String =

@@ -53,7 +53,7 @@ class TaskVerbsTest extends munit.FunSuite, Watchdog:
         if line == null then fail(s"no line with [$text] on stderr within $Startup ms; stderr so far:\n$all")
         found = line.contains(text)
 
-    def signal(name: String): Unit = os.proc("kill", "-s", name, process.pid.toString).call()
+    def signal(name: String)(using Location): Unit = Launch.signal(name, process.pid)
 
     /** Waits at most `millis` for the end; the exit status. */
     def awaitExit(millis: Long = Startup)(using Location): Int =
