@@ -26,6 +26,11 @@ private[async] final class PaddedCounter(initial: Long) extends CounterValue:
   def seen: Long = PaddedCounter.Seen.getOpaque(this)
   def seen_=(v: Long): Unit = PaddedCounter.Seen.setOpaque(this, v)
   def getAndAdd(n: Long): Long = PaddedCounter.Value.getAndAdd(this, n)
+  /** The value, read as the first step of a change (a compare-and-exchange that never succeeds:
+    * no value is -1): the read takes the line for writing, so the atomic step that follows finds
+    * it here (see `Segment.cellForUpdate`).
+    */
+  def getForUpdate: Long = PaddedCounter.Value.compareAndExchange(this, -1L, -1L)
   def compareAndSet(expected: Long, next: Long): Boolean = PaddedCounter.Value.compareAndSet(this, expected, next)
 private[async] object PaddedCounter:
   private val lookup = MethodHandles.privateLookupIn(classOf[CounterValue], MethodHandles.lookup())

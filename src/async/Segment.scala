@@ -26,6 +26,12 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
     */
   inline def endHold(i: Int, v: AnyRef): Unit = cells.setRelease(i, v)
   inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
+  /** What cell `i` holds, read as the first step of a change: the read takes the cell's line for
+    * writing (a compare-and-exchange that changes nothing), so that the CAS that follows finds it
+    * here. A plain read of a line another core wrote brings a shared copy, and the CAS then has
+    * to take the line a second time (doc/adr/0011, "Read for ownership").
+    */
+  inline def cellForUpdate(i: Int): AnyRef | Null = cells.compareAndExchange(i, null, null)
   /** Writes `v` whatever the cell held, and returns what it held. */
   inline def swap(i: Int, v: AnyRef): AnyRef | Null = cells.getAndSet(i, v)
 

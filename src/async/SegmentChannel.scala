@@ -240,8 +240,9 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     if t != null && forward(t, v) then return Outcome.Buffered
     while true do
       if async == null then // trySend: answer cheaply before spending an index
-        if isClosed then return Outcome.FoundClosed
-        if wouldWait() && noListeners then return Outcome.NotSent
+        val word = sCounter.getForUpdate // the FAA below then finds S's line here
+        if isClosedWord(word) then return Outcome.FoundClosed
+        if mustWait(word & CounterMask) && noListeners then return Outcome.NotSent
       val start = sendSegment
       val scf = sCounter.getAndAdd(1L)
       if isClosedWord(scf) then return Outcome.FoundClosed // the send started after close
@@ -301,13 +302,16 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** Whether a sender of index `s` must wait: no reader has taken `s` and it is not a buffer cell. */
   private inline def mustWait(s: Long): Boolean = capacity != Unbounded && !belowBufferEnd(s) && s >= receivers
 
-  /** Whether a send taking the next index now would have to wait (no reader, no buffer room). */
-  private def wouldWait(): Boolean = mustWait(sendersAndClosed & CounterMask)
-
   /** One cell, from the sender's side. Returns an [[Outcome]]: Buffered, WaiterResumed, Awaited,
     * Failed, FoundClosed or NotSent (trySend only).
     */
   private def updateCellSend(seg: Segment, i: Int, s: Long, v: AnyRef, async: Async | Null): Outcome =
+    // The common case of a buffer with room, or of a reader that has taken s and not yet looked:
+    // the cell is empty, and one CAS deposits the value without reading the cell first (a read,
+    // then the CAS, would take the cell's line from the reader's core twice)
+    if !mustWait(s) && seg.cas(i, null, v) then
+      notifyListeners()
+      return Outcome.Buffered
     while true do
       val state = seg.cell(i)
       if state == null then
@@ -564,8 +568,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
   /** One cell, from the FAA reader's side: a value, or Outcome.Failed, or Outcome.FoundClosed. */
   private def updateCellReceive(seg: Segment, i: Int, r: Long, async: Async): AnyRef =
     var inFlight = SenderPatience // for a sender that has taken this index to write it
+    var state = seg.cellForUpdate(i) // most often a value, which the CAS below takes
     while true do
-      val state = seg.cell(i)
       if state == null || (state eq IN_BUFFER) then
         if r >= (sendersAndClosed & CounterMask) then
           // no sender has this index yet: park here (born cancelled if our future is cancelled)
@@ -622,6 +626,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
               expandBuffer()
               return state
             // else: CAS unsuccessful (reserved), repeat
+      state = seg.cell(i)
     throw IllegalStateException("unreachable")
 
   // =============================================================================================
@@ -671,7 +676,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val hinted = receiveSegment
       if hinted.id == r / SegmentSize then
         val i = (r % SegmentSize).toInt
-        val state = hinted.cell(i)
+        val state = hinted.cellForUpdate(i) // most often a value, which offerValue's CAS reserves
         if isValue(state) then
           val took = offerValue(k, hinted, i, r, state.nn)
           if took != Retry then return took == Took
@@ -956,8 +961,8 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             case _                   => () // Failed: an interrupted sender, not a window cell; expand again
 
   private def updateCellExpand(seg: Segment, i: Int): Outcome =
+    var state = seg.cellForUpdate(i) // most often a parked sender, whom the CAS below resumes
     while true do
-      val state = seg.cell(i)
       if state == null then
         if seg.cas(i, null, IN_BUFFER) then return Outcome.Expanded // the sender to come will buffer
         // else: CAS unsuccessful, repeat
@@ -978,6 +983,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           else if state eq INTERRUPTED_SEND then return Outcome.Failed
           else if state eq CLOSED then return Outcome.FoundClosed
           else return Outcome.Expanded // DONE, TAKEN, BROKEN, INTERRUPTED_RECEIVE, or a buffered value
+      state = seg.cell(i)
     throw IllegalStateException("unreachable")
 
   // =============================================================================================
