@@ -270,7 +270,6 @@ object Async:
     private val state = AtomicInteger(Open)
     protected def won(): Unit = ()
     def apply(v: T): Boolean =
-      var spins = 0
       while true do
         state.get match
           case Won => return false
@@ -284,9 +283,7 @@ object Async:
               if took then won()
               return took
           // else: another offer claimed the word first; look again
-          case _ => // Deciding: another offer is asking k right now; its answer is quick
-            spins += 1
-            if spins % 64 == 0 then Thread.`yield`() else Thread.onSpinWait()
+          case _ => SegmentChannel.spinWait() // Deciding: another offer is asking k right now; its answer is quick
       false
     override def isDone: Boolean = state.get == Won || k.isDone
 

@@ -338,7 +338,7 @@ object ChannelMultiplexer:
         if t != null then t.interrupt()
         direct.set(Interrupted)
       if settle && (Thread.currentThread ne loopThread) then
-        while { val d = direct.get; d == Interrupting || d == Interrupted } do Thread.`yield`()
+        while { val d = direct.get; d == Interrupting || d == Interrupted } do SegmentChannel.spinWait()
 
     // ---------------------------------------------------------------------------------------------
     // The public operations (any thread, no Async needed)

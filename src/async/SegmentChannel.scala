@@ -1330,13 +1330,26 @@ private[async] object SegmentChannel:
         else if st eq CLOSED then "C"
         else "V"
 
-  /** One round of waiting for another thread's short step (a reservation, a resume, a claim).
-    * It gives up the carrier now and then: the thread we wait for may be a virtual thread that
-    * yielded inside a race decision and needs a carrier back, and with every carrier spinning it
-    * would never get one (a livelock found by ChannelStress on 2 cores).
+  /** One round of waiting for another thread's short step (a reservation, a resume, a claim, a
+    * race's decision). It gives up the carrier now and then: the thread we wait for may be a
+    * virtual thread that has no carrier. A yield alone is not enough for that: a virtual thread
+    * that yields goes back on its carrier's own queue when that queue holds other work, and a
+    * carrier runs its own queue until it is empty before it looks at the queues that other
+    * threads submit to (a thread unparked by a platform thread or a timer waits there). Two
+    * waiters per carrier that only yield keep every carrier busy with each other for ever (a
+    * stall found by ChannelStress; SpinWaitStarvation shows it). So a virtual thread also parks
+    * for [[BackoffNanos]] now and then (about once in [[BackoffEvery]] rounds, some tens of µs
+    * of spinning): its carrier's queue can then run dry, and it comes back through the queue
+    * that the waiting thread is in. Every park in the library re-checks its condition, so a
+    * permit this park consumes is not lost.
     */
   private[async] def spinWait(): Unit =
-    if java.util.concurrent.ThreadLocalRandom.current().nextInt(16) == 0 then Thread.`yield`() else Thread.onSpinWait()
+    val r = java.util.concurrent.ThreadLocalRandom.current().nextInt(BackoffEvery)
+    if (r & 15) != 0 then Thread.onSpinWait()
+    else if r == 0 && Thread.currentThread.isVirtual then java.util.concurrent.locks.LockSupport.parkNanos(BackoffNanos)
+    else Thread.`yield`()
+  private inline val BackoffEvery = 2048
+  private inline val BackoffNanos = 50_000L
 
   // Spinning. Parking and unparking a virtual thread costs microseconds; a partner one step
   // behind costs tens of nanoseconds. So a party spins (Thread.onSpinWait, a bounded number of
