@@ -17,14 +17,14 @@ class SpinWaitStarvation extends munit.FunSuite, Watchdog:
   test("spinners waiting for a thread that a platform thread unparked let it run"):
     val spinners = 2 * math.max(2, java.lang.Runtime.getRuntime.availableProcessors)
     @volatile var done = false
+    @volatile var released = false
     val parked = CountDownLatch(1)
     val doneLatch = CountDownLatch(1)
     // the thread the spinners wait for: parked until a platform thread (this one) unparks it
     val awaited = Thread.ofVirtual().start { () =>
       parked.countDown()
-      while !done do
-        LockSupport.park()
-        done = true
+      while !released do LockSupport.park()
+      done = true
       doneLatch.countDown()
     }
     Support.awaitLatch(parked, "the awaited thread to start")
@@ -37,6 +37,7 @@ class SpinWaitStarvation extends munit.FunSuite, Watchdog:
       }
     }
     Support.eventually("every spinner to run")(spinning.get == spinners)
+    released = true
     LockSupport.unpark(awaited) // from a platform thread: an external submission
     val ran = doneLatch.await(Support.Patience, java.util.concurrent.TimeUnit.MILLISECONDS)
     done = true // let the spinners end either way
