@@ -125,7 +125,7 @@ final class Follow(path: Path, subject: String, framing: Framing, pool: BufferPo
             current.close()
           current = next
           inHand = next
-          locked(watchFile(next))
+          watchFile(next)
         else if !awaitSignal() then
           locked {
             watchDirectories()
@@ -284,18 +284,26 @@ final class Follow(path: Path, subject: String, framing: Framing, pool: BufferPo
       directories = now
       names = wanted.flatMap((dir, file) => now.get(dir).map(_ -> file)).groupMap(_._1)(_._2).view.mapValues(_.toSet).toMap
 
-  /** Under `lock`: watches `f`, the file now in hand, for writes, through its descriptor (whatever
-    * its name is now); where its descriptor cannot be known, the directories are watched for
-    * writes instead.
+  /** Watches `f`, the file now in hand, for writes, through its descriptor (whatever its name is
+    * now), instead of the file before it; where its descriptor cannot be known, the directories
+    * are watched for writes instead. The inotify calls are made outside `lock`: the finder, which
+    * may have to open the next file within milliseconds, must not wait for them. A write the
+    * finder does not take for the new file's, as the watch is not yet `fileWatch`, needs no
+    * signal: the reader reads `f` to its end after this.
     */
   private def watchFile(f: Opened): Unit =
     val i = inotify
     if i != null && !closed then
-      if fileWatch >= 0 then i.unwatch(fileWatch)
       val fd = Splice.descriptor(f.channel)
-      val had = fileWatch
-      fileWatch = if fd >= 0 then i.watch(Path.of(s"/proc/self/fd/$fd"), Inotify.Modify) else -1
-      if (had < 0) != (fileWatch < 0) then watchDirectories()
+      val wd = if fd >= 0 then i.watch(Path.of(s"/proc/self/fd/$fd"), Inotify.Modify) else -1
+      val had = locked {
+        val had = fileWatch
+        fileWatch = wd
+        if (had < 0) != (wd < 0) then watchDirectories()
+        had
+      }
+      // (The same descriptor again if `f` is the file before it, reopened: that watch stays.)
+      if had >= 0 && had != wd then i.unwatch(had)
 
   /** Under `lock`: watch `wd` is gone. */
   private def forget(wd: Int): Unit =

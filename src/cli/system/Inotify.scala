@@ -1,7 +1,8 @@
 package asyncpipe.cli.system
 
-import java.lang.foreign.{Arena, FunctionDescriptor, ValueLayout}
+import java.lang.foreign.{Arena, FunctionDescriptor, MemorySegment, ValueLayout}
 import java.lang.invoke.MethodHandle
+import java.nio.{ByteBuffer, ByteOrder}
 import java.nio.charset.Charset
 import java.nio.file.Path
 
@@ -25,6 +26,11 @@ final class Inotify private (fd: Int, calls: Inotify.Calls):
   private val arena = Arena.ofShared()
   private val buffer = arena.allocate(BufferSize, 8)
   private val pollfd = arena.allocate(8, 4) // struct pollfd { int fd; short events; short revents; }
+  pollfd.set(ValueLayout.JAVA_INT, 0, fd) // poll(2) only writes revents
+  pollfd.set(ValueLayout.JAVA_SHORT, 4, PollIn)
+  // What a read gave, copied out of `buffer` at once to be parsed (see `parse`).
+  private val events = new Array[Byte](BufferSize)
+  private val eventsView = ByteBuffer.wrap(events).order(ByteOrder.nativeOrder)
   // Where the calls leave errno (not looked at): one for `await`'s thread, one for the others.
   private val awaitState = Foreign.newCallState(arena)
   private val state = Foreign.newCallState(arena)
@@ -51,9 +57,6 @@ final class Inotify private (fd: Int, calls: Inotify.Calls):
 
   /** Waits up to `millis` for events, and returns those that came (none if none came). */
   def await(millis: Int): Seq[Event] =
-    pollfd.set(ValueLayout.JAVA_INT, 0, fd)
-    pollfd.set(ValueLayout.JAVA_SHORT, 4, PollIn)
-    pollfd.set(ValueLayout.JAVA_SHORT, 6, 0.toShort)
     val ready = calls.poll.invoke(awaitState, pollfd, 1L, millis).asInstanceOf[Int]
     if ready <= 0 then Nil // none came, or EINTR
     else
@@ -63,13 +66,22 @@ final class Inotify private (fd: Int, calls: Inotify.Calls):
   /** read(2) of the (non-blocking) descriptor into `buffer`: the bytes read, or -1 (none there). */
   private def readEvents(): Long = calls.read.invoke(awaitState, fd, buffer, BufferSize.toLong).asInstanceOf[Long]
 
-  /** Makes the first `await` after an event as quick as the next ones: the first call through a
-    * foreign handle makes its stub, which costs a cold JVM milliseconds, while a rotation may be
-    * a few milliseconds away. Reads nothing (there is nothing yet) and does not wait.
+  /** Makes the first events as quick to take as the next ones, while a rotation may be a few
+    * milliseconds away: the first call through a foreign handle makes its stub, and the first
+    * parse runs cold code, which cost a cold JVM milliseconds each. Calls each handle `await` and
+    * `unwatch` use (a read that finds nothing, a removal of no watch) and parses a made-up event.
     */
   private def prepare(): Unit =
     val _ = await(0)
     val _ = readEvents()
+    val _ = calls.rmWatch.invoke(state, fd, -1).asInstanceOf[Int] // EINVAL
+    buffer.set(ValueLayout.JAVA_INT, 0, -1) // wd
+    buffer.set(ValueLayout.JAVA_INT, 4, 0) // mask
+    buffer.set(ValueLayout.JAVA_INT, 8, 0) // cookie
+    buffer.set(ValueLayout.JAVA_INT, 12, 16) // len
+    buffer.asSlice(16, 16).fill(0)
+    buffer.set(ValueLayout.JAVA_BYTE, 16, 'x'.toByte)
+    val _ = parse(32)
 
   /** Closes the inotify descriptor (its watches with it). */
   def close(): Unit = synchronized {
@@ -81,21 +93,25 @@ final class Inotify private (fd: Int, calls: Inotify.Calls):
 
   /** The events in `buffer[0, n)`: each `struct inotify_event { int wd; uint32_t mask; uint32_t
     * cookie; uint32_t len; char name[len]; }`, the name NUL-padded to `len`.
+    *
+    * They are copied to the heap in one call and parsed there: each access to a native segment
+    * goes through a VarHandle, which costs microseconds until the JIT compiles the parse (a
+    * stage runs C1 only), and a read of a few dozen events took a starved follower 5-18 ms, while
+    * a rotated file may keep its name for less.
     */
   private def parse(n: Int): Seq[Event] =
-    val events = Seq.newBuilder[Event]
+    MemorySegment.copy(buffer, ValueLayout.JAVA_BYTE, 0L, events, 0, n)
+    val result = Seq.newBuilder[Event]
     var at = 0
     while at + 16 <= n do
-      val wd = buffer.get(ValueLayout.JAVA_INT, at)
-      val mask = buffer.get(ValueLayout.JAVA_INT, at + 4)
-      val cookie = buffer.get(ValueLayout.JAVA_INT, at + 8)
-      val len = buffer.get(ValueLayout.JAVA_INT, at + 12)
-      var end = 0
-      while end < len && buffer.get(ValueLayout.JAVA_BYTE, at + 16 + end) != 0 do end += 1
-      val name = if end == 0 then "" else String(buffer.asSlice(at + 16, end).toArray(ValueLayout.JAVA_BYTE), NameCharset)
-      events += Event(wd, mask, cookie, name)
+      val len = eventsView.getInt(at + 12)
+      var end = at + 16
+      val limit = math.min(end + len, n)
+      while end < limit && events(end) != 0 do end += 1
+      val name = if end == at + 16 then "" else String(events, at + 16, end - at - 16, NameCharset)
+      result += Event(eventsView.getInt(at), eventsView.getInt(at + 4), eventsView.getInt(at + 8), name)
       at += 16 + len
-    events.result()
+    result.result()
 
 object Inotify:
   /** One event: the watch it concerns, what happened (the IN_* bits), and the entry's name
