@@ -377,7 +377,8 @@ object FollowTest:
     def summary: String =
       val files = want.flatMap(file).distinct.size
       s"${want.size} lines written in $files files over $writeMillis ms; ${have.size} lines out, ${lostLines.size} lost " +
-        s"(all or part of ${lostFiles.size} files${if lostFiles.nonEmpty && onlyWholeFilesLost then ", whole files only" else ""}), " +
+        s"(all or part of ${lostFiles.size} files${if lostFiles.nonEmpty && onlyWholeFilesLost then ", whole files only" else ""}" +
+        s"${if lostFiles.isEmpty then "" else lostFiles.toSeq.sortBy(_.toIntOption).take(8).mkString(": ", " ", if lostFiles.size > 8 then " ..." else "")}), " +
         s"${have.size - have.distinct.size} repeated, ${if complete then "byte-identical" else "NOT identical"}; " +
         (if complete then s"caught up ${catchUpMillis} ms after the writer ended" else s"waited ${catchUpMillis} ms after the writer ended")
     /** The files none of whose lines is in the output, not even merged into another (tail merges
