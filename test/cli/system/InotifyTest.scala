@@ -1,6 +1,7 @@
 package asyncpipe.cli.system
 
 import asyncpipe.async.Watchdog
+import java.nio.charset.Charset
 import java.nio.file.Files
 
 /** [[Inotify]] on a real directory: the events a follower acts on come out of one read, in order,
@@ -40,7 +41,9 @@ class InotifyTest extends munit.FunSuite with Watchdog:
     assert(!got.exists(e => e.overflowed || e.ignored), got.toString)
 
   watched.test("names of every length up to 255 bytes, and a non-ASCII one, come whole from one read of many events"): (i, dir, _) =>
-    val names = (1 to 255 by 7).map(n => "n" * n) :+ "journal-ÿ-€.log"
+    // (The non-ASCII name only where this JVM can make it: under the C locale its file names are ASCII.)
+    val nonAscii = Seq("journal-ÿ-€.log").filter(n => Charset.forName(System.getProperty("sun.jnu.encoding", "UTF-8")).newEncoder.canEncode(n))
+    val names = (1 to 255 by 7).map(n => "n" * n) ++ nonAscii
     for n <- names do os.write(dir / n, "")
     val got = events(i, names.size)
     assertEquals(got.map(_.name), names)
