@@ -139,6 +139,30 @@ class FaultTest extends munit.FunSuite with Watchdog:
       assertWholePrefix(frame, os.read.bytes(out), input, complete = false)
       assert(os.size(out) > 500_000, s"only ${os.size(out)} bytes kept")
 
+  // The disk fills at the idle flush (the buffer written out once the writer pauses) while the
+  // input stays open and quiet, as a followed log or a paused producer leaves it: no later write
+  // would ever report the failure, so the idle flush must. Also started as `java -jar` with no
+  // flag, where the cut back relies on the jar's manifest for the file's descriptor.
+  for (into, launcher) <- Seq(("file:OUT", "launcher flags"), ("- > OUT", "launcher flags"), ("file:OUT", "bare java -jar")) do
+    e2e.test(s"a full file system met by the idle flush, the input open and quiet ($into, $launcher): exit 1 at once, a whole frame last"): env =>
+      val fs = smallFs.getOrElse { assume(false, "cannot mount a tmpfs here (not root?)"); ??? }
+      val input = numberLines(5_000) // 23,893 bytes: all of it waits in the buffers for the idle flush
+      os.list(fs).foreach(os.remove.all)
+      fillLeaving(fs / "fill", 8192)
+      val out = fs / "out"
+      val tool: Seq[String] => Seq[String] = a => if launcher == "bare java -jar" then Launch.bareCommand(a*) else Launch.command(a*)
+      val args = if into == "file:OUT" then tool(Seq("-", s"file:$out")) else tool(Seq("-"))
+      val quoted = args.map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
+      val r = env.startCommand(Seq("bash", "-c", if into == "file:OUT" then s"exec $quoted" else s"exec $quoted > $out"))
+      val stdin = r.process.getOutputStream
+      stdin.write(input)
+      stdin.flush() // and kept open: no more input, no end of it
+      assertEquals(r.exit(), ExitCode.Runtime, r.err)
+      assert(r.err.contains("no space left on device") && r.err.contains("last whole frame"), r.err)
+      assertWholePrefix("lines", os.read.bytes(out), input, complete = false)
+      assert(os.size(out) > 4096, s"only ${os.size(out)} bytes kept")
+      stdin.close()
+
   for frame <- Seq("lines", "len", "nul") do
     e2e.test(s"a file-size limit (ulimit -f, $frame): exit 1, and the file ends on a whole frame"): env =>
       val input = frame match
@@ -268,6 +292,16 @@ class FaultTest extends munit.FunSuite with Watchdog:
 
 object FaultTest:
   /** "1\n2\n...n\n" as bytes. */
+  /** Fills the file system of `file` with `file`, then gives back `free` bytes of it. */
+  def fillLeaving(file: os.Path, free: Int): Unit =
+    val ch = java.nio.channels.FileChannel.open(file.toNIO, java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.WRITE)
+    try
+      val block = ByteBuffer.allocate(4096)
+      try while true do { block.clear(); while block.hasRemaining do ch.write(block) }
+      catch case _: java.io.IOException => () // full
+      ch.truncate(ch.size() - free)
+    finally ch.close()
+
   def numberLines(n: Int): Array[Byte] =
     val b = StringBuilder()
     for i <- 1 to n do b.append(i).append('\n')

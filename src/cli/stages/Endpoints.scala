@@ -150,6 +150,11 @@ trait Output:
     * -1 for any other output.
     */
   def readerFd: Int = -1
+  /** Has `report` told of a failure the output meets on its own, with no write or flush of the
+    * flow's in progress (its buffer's idle flush into a full disk), so that the flow ends now
+    * rather than at the next frame, which a quiet input may never bring. Given after `open`.
+    */
+  def onFailureAlone(report: Exception => Unit): Unit = ()
 
 /** The messages between stages. */
 object Message:
@@ -409,6 +414,8 @@ final class StreamOutput(val address: Address, path: Option[Path], append: Boole
     else
       val fd = Splice.descriptor(f)
       if fd >= 0 && StreamKind.of(fd) != StreamKind.RegularFile then fd else -1
+
+  override def onFailureAlone(report: Exception => Unit): Unit = out.onIdleFailure(report(_))
 
   override def kernelMove[T](move: => T): T =
     writer.nn.flush()

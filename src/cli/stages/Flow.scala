@@ -171,7 +171,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
     * finished; a stop waits for a write in progress, and what the input reads after it is dropped.
     */
   private def copy(input: Input, output: Output, group: OutputGroup, options: StageOptions)(using Async): Future[Unit] =
-    watchReader(output, group)
+    watch(output, group)
     val sink = DirectSink(input, output, group, control, pacerFor(output, options), options.timestamp)
     Future {
       val done = detachedPump(input, sink)
@@ -184,7 +184,7 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
   /** Joins `sources` to `outputs` and returns the futures that end when each output has finished. */
   private def connect(sources: Seq[ReadableChannel[FrameBatch]], outputs: Seq[Output], options: StageOptions)(using Async): Seq[Future[Unit]] =
     val group = OutputGroup(outputs.size, options.outputError)
-    outputs.foreach(watchReader(_, group))
+    outputs.foreach(watch(_, group))
     if sources.size == 1 && outputs.size == 1 then
       Seq(Future(drain(outputs.head, Inbox.Direct(sources.head), 1, group, pacerFor(outputs.head, options))))
     else
@@ -206,10 +206,12 @@ final class Flow(stages: Seq[Flow.Stage], io: Io, chained: Boolean = true):
       case Some(limit) if !output.isInstanceOf[ChannelOutput] => Pacer(limit, sleep = control.pause)
       case _                                                   => null
 
-  /** When `output` writes into a pipe or socket, a reader of it that goes away while the output
-    * is idle ends it as a write would have (EPIPE): see [[ReaderWatch]].
+  /** Ends `output` as a failed write would, when it fails while the flow is not writing it: its
+    * idle flush failed ([[Output.onFailureAlone]]), or it writes into a pipe or socket whose
+    * reader went away ([[ReaderWatch]], EPIPE).
     */
-  private def watchReader(output: Output, group: OutputGroup): Unit =
+  private def watch(output: Output, group: OutputGroup): Unit =
+    output.onFailureAlone(e => control.outputFailed(output, e, group))
     val fd = output.readerFd
     if fd >= 0 then watches.add(ReaderWatch.start(fd, () => output.counters.bytes)(() => control.readerGone(output, group)))
 

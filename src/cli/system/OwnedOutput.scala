@@ -62,6 +62,8 @@ final class OwnedOutput(
   private val buffer = ByteBuffer.allocateDirect(capacity)
   private val lock = ReentrantLock()
   @volatile private var failure: IOException | Null = null
+  // Told of a failure of the idle flush, which no caller is there to see ([[onIdleFailure]]).
+  @volatile private var idleFailed: (IOException => Unit) | Null = null
   // Idle flushing: `writes` counts writes (under `lock`); the flusher sleeps until armed, then flushes
   // once a whole idle period passes without a new write.
   private var writes = 0L
@@ -156,6 +158,16 @@ final class OwnedOutput(
   /** True once a write has failed; every later write throws the same failure. */
   def isFailed: Boolean = failure != null
 
+  /** Has `report` told, on the flusher's thread, when a flush of the idle writer fails (a full
+    * disk): no write is in progress to throw it, and the writer may stay idle for long (a followed
+    * file, a quiet pipe), so its owner must hear of it now, not at its next write. A failure that
+    * came before this call is told at once. One listener: a later call replaces it.
+    */
+  def onIdleFailure(report: IOException => Unit): Unit =
+    idleFailed = report
+    val f = failure
+    if f != null then report(f)
+
   private def idleLoop(): Unit =
     while true do
       while !armed do LockSupport.park(this)
@@ -175,13 +187,17 @@ final class OwnedOutput(
           seen = now
           deadline = math.min(t + idleFlushNanos, latest)
         else due = t - deadline >= 0
+      var failed: IOException | Null = null
       lock.lock()
       try
         armed = false
         begin()
         if failure == null then drain()
-      catch case _: IOException => () // recorded in `failure`: the next write reports it
+      catch case e: IOException => failed = e // also recorded in `failure`: the next write throws it
       finally lock.unlock()
+      val report = idleFailed
+      if failed != null && report != null then
+        try report(failed.nn) catch case _: Exception => ()
 
   private def writesNow: Long =
     lock.lock()

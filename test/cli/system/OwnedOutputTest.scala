@@ -1,6 +1,7 @@
 package asyncpipe.cli.system
 
 import asyncpipe.cli.*
+import asyncpipe.async.Support
 
 
 import java.io.IOException
@@ -79,6 +80,33 @@ class OwnedOutputTest extends munit.FunSuite:
     intercept[DownstreamGone](out.write("more"))
     intercept[DownstreamGone](out.flush())
     assertEquals(counting.calls, 1, "no system call after the first EPIPE")
+
+  test("a failure of the idle flush is told to the owner at once, with no write to throw it"):
+    val failing = new WritableByteChannel:
+      def write(src: ByteBuffer) = throw IOException("No space left on device")
+      def isOpen = true
+      def close() = ()
+    val out = OwnedOutput(failing, capacity = 64, idleFlushNanos = 1_000_000)
+    val told = CompletableFuture[IOException]()
+    out.onIdleFailure(e => { val _ = told.complete(e) })
+    out.write("abc") // buffered: only the idle flush writes it
+    assertEquals(told.get(5, TimeUnit.SECONDS).getMessage, "No space left on device")
+    assert(out.isFailed)
+    assertEquals(intercept[IOException](out.write("d")).getMessage, "No space left on device", "and the next write throws it too")
+    val late = CompletableFuture[IOException]()
+    out.onIdleFailure(e => { val _ = late.complete(e) })
+    assert(late.isDone, "an owner who asks after the failure is told at once")
+
+  test("an idle flush that succeeds tells the owner nothing"):
+    val recording = Recording()
+    val out = OwnedOutput(recording, capacity = 64, idleFlushNanos = 1_000_000)
+    val told = CompletableFuture[IOException]()
+    out.onIdleFailure(e => { val _ = told.complete(e) })
+    out.write("abc")
+    Support.eventually("the idle flush") { recording.text == "abc" }
+    out.write("def")
+    Support.eventually("the second idle flush") { recording.text == "abcdef" }
+    assert(!told.isDone, s"told of ${told.getNow(null)}")
 
   test("other write errors surface as themselves, not as downstream gone"):
     val failing = new WritableByteChannel:
