@@ -10,7 +10,9 @@ import SegmentChannel.SegmentSize
   * many of the channel's three segment references point at it. At zero the segment is unlinked
   * (segment reclamation, deviation 7).
   */
-private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers: Int, val countProcessed: Boolean)
+private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers: Int, val countProcessed: Boolean,
+    /** Whether consecutive cells lie on different cache lines (see [[slot]]). */
+    val spread: Boolean)
     extends SegmentCountPad(SegmentSize + (if countProcessed then SegmentSize << Segment.ProcessedShift else 0) + (pointers << Segment.PointersShift)):
   import Segment.*
 
@@ -18,22 +20,30 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
   @volatile var next: Segment | Null = compiletime.uninitialized // null: the tail
   @volatile var prev: Segment | Null = prev0
 
-  inline def cell(i: Int): AnyRef | Null = cells.get(i)
-  inline def setCell(i: Int, v: AnyRef): Unit = cells.set(i, v)
+  /** Where cell `i` lives in `cells`. Spread: cell `i` at `(i % 16) * 16 + i / 16`, so that the 16
+    * references of a cache line hold cells 16 apart and cells next to each other never share a
+    * line. In a rendezvous, sender and reader work on the same cell or the next: the cell the
+    * sender fills next no longer takes from the reader the line of the cell it is taking. Where
+    * they work far apart (a large buffer, unbounded), a line carries 16 cells from the sender's
+    * core to the reader's, and the plain layout keeps that (doc/adr/0011, "Cell layout").
+    */
+  private[async] inline def slot(i: Int): Int = if spread then ((i & 15) << 4) | (i >>> 4) else i
+  inline def cell(i: Int): AnyRef | Null = cells.get(slot(i))
+  inline def setCell(i: Int, v: AnyRef): Unit = cells.set(slot(i), v)
   /** Ends a hold of cell `i` with `v` (a release write, no full fence): for the holder, whose
     * CAS that took the hold already ordered it against the channel's other words, while every
     * other party only waits for the hold to end.
     */
-  inline def endHold(i: Int, v: AnyRef): Unit = cells.setRelease(i, v)
-  inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(i, expected, v)
+  inline def endHold(i: Int, v: AnyRef): Unit = cells.setRelease(slot(i), v)
+  inline def cas(i: Int, expected: AnyRef | Null, v: AnyRef): Boolean = cells.compareAndSet(slot(i), expected, v)
   /** What cell `i` holds, read as the first step of a change: the read takes the cell's line for
     * writing (a compare-and-exchange that changes nothing), so that the CAS that follows finds it
     * here. A plain read of a line another core wrote brings a shared copy, and the CAS then has
     * to take the line a second time (doc/adr/0011, "Read for ownership").
     */
-  inline def cellForUpdate(i: Int): AnyRef | Null = cells.compareAndExchange(i, null, null)
+  inline def cellForUpdate(i: Int): AnyRef | Null = cells.compareAndExchange(slot(i), null, null)
   /** Writes `v` whatever the cell held, and returns what it held. */
-  inline def swap(i: Int, v: AnyRef): AnyRef | Null = cells.getAndSet(i, v)
+  inline def swap(i: Int, v: AnyRef): AnyRef | Null = cells.getAndSet(slot(i), v)
 
   def cleanPrev(): Unit = if prev != null then prev = null // no write when already clean: every operation calls it
   def isRemoved: Boolean = get == 0
@@ -103,6 +113,7 @@ private[async] object Segment:
   private final val OnePointer = 1 << PointersShift
   /** A field of the segment's int: up to SegmentSize, which must fit. */
   private final val FieldMask = OneProcessed - 1
+  require(SegmentSize == 256, s"SegmentSize $SegmentSize: Segment.slot spreads 256 cells as 16 lines of 16")
   require(SegmentSize <= FieldMask, s"SegmentSize $SegmentSize does not fit the segment's counter fields")
 
   private val SegmentNext: VarHandle =
@@ -111,7 +122,7 @@ private[async] object Segment:
     MethodHandles.privateLookupIn(classOf[Segment], MethodHandles.lookup()).findVarHandle(classOf[Segment], "prev", classOf[Segment])
 
   /** The `next` of a tail whose chain is closed. */
-  private val ClosedChain = Segment(-1, null, 0, false)
+  private val ClosedChain = Segment(-1, null, 0, false, false)
 
   /** The segment with `id`, from `start` on, appending segments as needed; a later one if `id`'s
     * was removed; null if the chain is closed before `id`.
@@ -122,7 +133,7 @@ private[async] object Segment:
       val n = cur.next
       if n eq ClosedChain then return null
       else if n == null then
-        val created = Segment(cur.id + 1, cur, 0, start.countProcessed)
+        val created = Segment(cur.id + 1, cur, 0, start.countProcessed, start.spread)
         if SegmentNext.compareAndSet(cur, null, created) then
           if cur.isRemoved then cur.remove() // it was the tail, so it could not be unlinked before
         // else: another thread appended first; look again

@@ -196,7 +196,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
 
   // The three references start at segment 0. No field keeps segment 0 itself: its `next` leads to
   // every later segment, so holding it would hold every segment the channel ever used.
-  @volatile private var sendSegment: Segment = Segment(0, null, if isBuffered then 3 else 2, isBuffered)
+  @volatile private var sendSegment: Segment = Segment(0, null, if isBuffered then 3 else 2, isBuffered, spreadsCells(capacity))
   @volatile private var receiveSegment: Segment = sendSegment
   @volatile private var bufferEndSegment: Segment = if isBuffered then sendSegment else NoSegment
 
@@ -1255,6 +1255,12 @@ private[async] object SegmentChannel:
     * from 0.78-0.85x ArrayBlockingQueue to 1.02-1.05x (doc/adr/0011, "Segment size").
     */
   final val SegmentSize = 256
+  /** Whether a channel of `capacity` spreads its cells over cache lines ([[Segment.slot]]): a
+    * rendezvous does (its one to one moved 20-30 % more values spread); buffered channels do not
+    * (buffered(1) and buffered(16) read the same either way, buffered(100) a little fewer spread:
+    * doc/adr/0011, "Cell layout").
+    */
+  def spreadsCells(capacity: Int): Boolean = capacity == 0
 
   // ---------------------------------------------------------------------------------------------
   // The senders word: counter and closed bit
@@ -1412,7 +1418,7 @@ private[async] object SegmentChannel:
   private final class Registration[T](k: Listener[Try[T]], ch: SegmentChannel[T]) extends Async.OnceForwarder[Try[T]](k, ch)
 
   /** The buffer-end reference of channels that do not move B. */
-  private val NoSegment = Segment(-1, null, 0, false)
+  private val NoSegment = Segment(-1, null, 0, false, false)
 
   // Channel fields
   private val lookup = MethodHandles.privateLookupIn(classOf[SegmentChannel[?]], MethodHandles.lookup())
