@@ -152,7 +152,7 @@ class FaultTest extends munit.FunSuite with Watchdog:
       val out = fs / "out"
       val tool: Seq[String] => Seq[String] = a => if launcher == "bare java -jar" then Launch.bareCommand(a*) else Launch.command(a*)
       val args = if into == "file:OUT" then tool(Seq("-", s"file:$out")) else tool(Seq("-"))
-      val quoted = args.map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
+      val quoted = shellWords(args)
       val r = env.startCommand(Seq("bash", "-c", if into == "file:OUT" then s"exec $quoted" else s"exec $quoted > $out"))
       val stdin = r.process.getOutputStream
       stdin.write(input)

@@ -12,16 +12,14 @@ object Launch:
   val java: String = os.Path(System.getProperty("java.home")).toString + "/bin/java"
   def assembly: Option[String] = sys.env.get("ASYNCPIPE_ASSEMBLY").filter(p => os.exists(os.Path(p)))
 
-  def command(args: String*): Seq[String] =
-    val jar = assembly.getOrElse(sys.error("ASYNCPIPE_ASSEMBLY is not set or missing: run the tests through ./mill"))
-    Seq(java) ++ runtimeFlags ++ Seq("-cp", jar, "asyncpipe.cli.Main") ++ args
+  private def jar: String = assembly.getOrElse(sys.error("ASYNCPIPE_ASSEMBLY is not set or missing: run the tests through ./mill"))
+
+  def command(args: String*): Seq[String] = Seq(java) ++ runtimeFlags ++ Seq("-cp", jar, "asyncpipe.cli.Main") ++ args
 
   /** The tool as a user who skips the launcher starts it: `java -jar` with no flag at all (what
     * the launcher's flags grant must then come from the jar's manifest).
     */
-  def bareCommand(args: String*): Seq[String] =
-    val jar = assembly.getOrElse(sys.error("ASYNCPIPE_ASSEMBLY is not set or missing: run the tests through ./mill"))
-    Seq(java, "-jar", jar) ++ args
+  def bareCommand(args: String*): Seq[String] = Seq(java, "-jar", jar) ++ args
 
   /** The flags of project.scala's `//> using javaOpt` lines, which the launcher gives every run
     * and the build gives this test JVM (read from project.scala, the one place they are written).

@@ -28,7 +28,7 @@ class LauncherTest extends munit.FunSuite:
     // A FIFO opened for writing while its only reader is already closed: the first write gets EPIPE.
     val dir = os.temp.dir(prefix = "asyncpipe-launcher-test")
     try
-      val cmd = Launch.command("--help").map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
+      val cmd = asyncpipe.cli.stages.StageE2ETest.shellCommand("--help")
       val script =
         s"""mkfifo "$dir/p"
            |exec 4<>"$dir/p"   # a reader and writer, so the next open does not block

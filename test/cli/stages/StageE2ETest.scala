@@ -836,8 +836,10 @@ object StageE2ETest:
   def kill(signal: String, pid: Long)(using munit.Location): Unit = Launch.signal(signal, pid)
 
   /** The tool's command line for a shell, every word quoted. */
-  def shellCommand(args: String*): String =
-    Launch.command(args*).map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
+  def shellCommand(args: String*): String = shellWords(Launch.command(args*))
+
+  /** `words` as one shell command line, each word single-quoted. */
+  def shellWords(words: Seq[String]): String = words.map(a => "'" + a.replace("'", "'\\''") + "'").mkString(" ")
 
   /** Sends each payload as one datagram to 127.0.0.1:port. */
   def sendAll(port: Int, datagrams: Seq[Array[Byte]]): Unit =
