@@ -6,9 +6,9 @@ import SegmentChannel.SegmentSize
 
 /** `SegmentSize` cells of a channel's infinite array (see [[SegmentChannel]]), one link of the
   * chain of segments that holds them, and the segment's counter: how many of its cells are not
-  * interrupted and (finite buffered channels only) not yet processed by `expandBuffer`, and how
-  * many of the channel's three segment references point at it. At zero the segment is unlinked
-  * (segment reclamation, deviation 7).
+  * interrupted and (finite buffered channels only, until the segment is [[kept]]) not yet
+  * processed by `expandBuffer`, and how many of the channel's three segment references point at
+  * it. At zero the segment is unlinked (segment reclamation, deviation 7).
   */
 private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers: Int, val countProcessed: Boolean,
     /** Whether consecutive cells lie on different cache lines (see [[slot]]). */
@@ -19,6 +19,14 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
   private val cells = AtomicReferenceArray[AnyRef](SegmentSize)
   @volatile var next: Segment | Null = compiletime.uninitialized // null: the tail
   @volatile var prev: Segment | Null = prev0
+  /** Set once some cell of this segment holds a state that is never counted as interrupted (a
+    * buffered value, or a cell that will get one): the segment's count of cells not interrupted
+    * can then never reach zero, so it is never unlinked by its counter, and `expandBuffer` need
+    * not count the cells it processes here (an atomic step on a line every reader writes). A
+    * plain field: a reader that misses the write only counts a cell, as before.
+    */
+  var kept: Boolean = false
+  inline def markKept(): Unit = if !kept then kept = true
 
   /** Where cell `i` lives in `cells`. Spread: cell `i` at `(i % 16) * 16 + i / 16`, so that the 16
     * references of a cache line hold cells 16 apart and cells next to each other never share a
@@ -64,7 +72,8 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
   def cellInterruptedReceiver(): Unit = if addAndGet(-1) == 0 then remove()
   def cellInterruptedSender(): Unit =
     if addAndGet(if countProcessed then -(1 + OneProcessed) else -1) == 0 then remove()
-  def cellProcessed(): Unit = if addAndGet(-OneProcessed) == 0 then remove()
+  /** `expandBuffer` has processed one cell: counted while the segment may still be unlinked. */
+  def cellProcessed(): Unit = if !kept && addAndGet(-OneProcessed) == 0 then remove()
 
   /** Unlinks this (logically removed) segment: its live neighbours point at each other. The
     * tail is never unlinked (new segments are appended to it).
@@ -101,7 +110,7 @@ private[async] final class Segment(val id: Long, prev0: Segment | Null, pointers
 
   override def toString: String =
     val (p, np, ni) = counters
-    s"#$id(p=$p np=$np ni=$ni${if isRemoved then " removed" else ""})"
+    s"#$id(p=$p np=$np ni=$ni${if kept then " kept" else ""}${if isRemoved then " removed" else ""})"
 
 private[async] object Segment:
   // The segment's int: [0,9) cells not interrupted, [9,18) cells not processed by expandBuffer

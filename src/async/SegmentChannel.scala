@@ -66,8 +66,11 @@ import scala.util.{Failure, Success, Try}
  *  7. Segment reclamation follows jox: one int per segment counts pointers (how many of the
  *     three segment references point at it), cells not yet processed by `expandBuffer` (buffered
  *     channels only) and cells not interrupted; at zero the segment is unlinked, so cancelled
- *     waiters leave memory flat. After a successful operation a segment forgets its `prev`, and
- *     the channel holds no segment but the three references: segments behind them are garbage.
+ *     waiters leave memory flat. A segment one of whose cells holds a buffered value (or will:
+ *     a sender that took the index before any close) is never unlinked so, since that cell is
+ *     never interrupted: it is marked kept, and `expandBuffer` stops counting its cells. After
+ *     a successful operation a segment forgets its `prev`, and the channel holds no segment but
+ *     the three references: segments behind them are garbage.
  *  8. `null` is a legal value: it is stored as NullValue, which the cells hold as any value.
  *  9. A channel may have one tap (`tap`), a standing listener offered the head like the listeners
  *     of 5 but never removed by taking a value; and a send that finds a tapped channel empty
@@ -310,6 +313,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
     // the cell is empty, and one CAS deposits the value without reading the cell first (a read,
     // then the CAS, would take the cell's line from the reader's core twice)
     if !mustWait(s) && seg.cas(i, null, v) then
+      seg.markKept() // a buffered value: never an interrupted cell
       notifyListeners()
       return Outcome.Buffered
     while true do
@@ -953,18 +957,25 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
             // the sender is about to write).
             seg.cellProcessed()
             done = true
-          else updateCellExpand(seg, (b % SegmentSize).toInt) match
+          else updateCellExpand(seg, (b % SegmentSize).toInt, !isClosedWord(scf)) match
             case Outcome.Expanded =>
               seg.cellProcessed()
               done = true
             case Outcome.FoundClosed => seg.cellProcessed() // keep going: closed cells count as processed
             case _                   => () // Failed: an interrupted sender, not a window cell; expand again
 
-  private def updateCellExpand(seg: Segment, i: Int): Outcome =
+  /** One cell for `expandBuffer`. `open`: the channel was open when S was read, and S was past
+    * this index, so a sender took it before any close and will write it.
+    */
+  private def updateCellExpand(seg: Segment, i: Int, open: Boolean): Outcome =
     var state = seg.cellForUpdate(i) // most often a parked sender, whom the CAS below resumes
     while true do
       if state == null then
-        if seg.cas(i, null, IN_BUFFER) then return Outcome.Expanded // the sender to come will buffer
+        if seg.cas(i, null, IN_BUFFER) then
+          // the sender to come will buffer its value here (or a reader breaks the cell); after a
+          // close, S counts sends that found it closed and write nothing, and close closes the cell
+          if open then seg.markKept()
+          return Outcome.Expanded
         // else: CAS unsuccessful, repeat
       else state match
         case w: Waiter =>
@@ -972,6 +983,7 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
           else if seg.cas(i, w, RESUMING) then
             if w.tryResume(Waiter.RESUMED) then
               seg.setCell(i, w.payload) // the sender's value is now a buffered value
+              seg.markKept()
               return Outcome.Expanded
             else
               settleCancelled(seg, i, RESUMING, sender = true) // its cancel won; we hold the cell
@@ -1160,8 +1172,10 @@ private[async] class SegmentChannel[T](val capacity: Int) extends Channel[T]:
       val (pointers, notProcessed, notInterrupted) = seg.counters
       if notInterrupted != SegmentSize - interrupted then
         fail(s"segment ${seg.id}: counter says ${SegmentSize - notInterrupted} interrupted cells, found $interrupted")
-      if isBuffered && notProcessed != processedMissing then
+      // A kept segment stops counting processed cells: its counter may only say more of them
+      if isBuffered && (if seg.kept then notProcessed < processedMissing else notProcessed != processedMissing) then
         fail(s"segment ${seg.id}: counter says $notProcessed unprocessed cells, found $processedMissing")
+      if seg.kept && interrupted == SegmentSize then fail(s"segment ${seg.id} is kept, but every cell is interrupted")
       val refs = (if sendSegment eq seg then 1 else 0) + (if receiveSegment eq seg then 1 else 0) +
         (if bufferEndSegment eq seg then 1 else 0)
       if pointers != refs then fail(s"segment ${seg.id}: counter says $pointers pointers, found $refs")

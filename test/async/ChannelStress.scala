@@ -539,6 +539,17 @@ abstract class ChannelStress(runtime: Runtime) extends munit.FunSuite, Watchdog:
     assert(!ch.trySend(1L), s"a trySend found a reader after every reader was cancelled: ${safeDump(ch)}")
     assertPairs(ch)
 
+  test(s"${LeakWaiters / 2} reads cancelled while blocked on an emptied buffered(16) channel leave no garbage"):
+    // Values first, so that the segments they passed through are kept (a buffered value is never
+    // interrupted) while the later ones, holding only cancelled readers, must still be unlinked.
+    val ch = BufferedChannel[Long](16)
+    for i <- 0 until 3 * SegmentChannel.SegmentSize do
+      assert(ch.trySend(i.toLong), s"buffered(16) refused value $i on an empty channel: ${safeDump(ch)}")
+      assertEquals(ch.tryRead(), Some(Success(i.toLong)), safeDump(ch))
+    checkNoGarbage(ch, LeakWaiters / 2, "blocked reads")((_, async) => ch.read()(using async))
+    assert(ch.tryRead().isEmpty, s"a value appeared after the cancelled reads: ${safeDump(ch)}")
+    assertPairs(ch)
+
   test(s"${LeakWaiters / 2} sends cancelled while blocked on a full buffered(16) channel leave no garbage"):
     val ch = BufferedChannel[Long](16)
     for i <- 0 until 16 do assert(ch.trySend(i.toLong), s"buffered(16) refused value $i of 16: ${safeDump(ch)}")
